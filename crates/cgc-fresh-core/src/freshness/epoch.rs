@@ -1,0 +1,202 @@
+//! Observed edits and whether they are settled.
+//!
+//! Design §4, "Edit epochs": every observed file-modifying tool call
+//! increments the workspace's edit epoch. An edit is *settled* when its
+//! `tool_result` arrives (or, for harnesses that send none,
+//! `freshness.settleMs` after the call). A sync may claim `fresh` only if no
+//! edit was observed after, or unsettled at, its start.
+//!
+//! The epoch counter itself lives in the record; this tracker holds what is
+//! still in motion: the unsettled edits, and per (session, tool) the calls
+//! waiting for their results. Results are matched to calls first-in
+//! first-out. Calls of a modifying tool that were *not* edits (every path
+//! outside the workspace) are queued too, as placeholders: otherwise their
+//! results would settle a real edit that is still being written.
+//!
+//! A queued call is forgotten two settle windows after it was made: by then
+//! its edit (if any) settled by deadline, and a harness that never sends
+//! results must not grow the queues. A result arriving even later would be
+//! matched to a younger call — settling it early; that needs a tool that
+//! outlives two settle windows and is accepted.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::session::SessionKey;
+use super::time::Millis;
+
+/// An edit's identity: the edit epoch its observation produced.
+pub(crate) type EditId = u64;
+
+/// The most calls kept waiting per (session, tool); the oldest is dropped
+/// past it (its edit still settles by deadline).
+const MAX_WAITING_CALLS: usize = 4_096;
+
+#[derive(Debug, Clone)]
+struct UnsettledEdit {
+    session: SessionKey,
+    observed_at: Millis,
+    settles_by: Millis,
+}
+
+#[derive(Debug, Clone)]
+struct WaitingCall {
+    forget_at: Millis,
+    edit: Option<EditId>,
+}
+
+/// The edits still in motion.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EditTracker {
+    unsettled: BTreeMap<EditId, UnsettledEdit>,
+    waiting: BTreeMap<(SessionKey, String), VecDeque<WaitingCall>>,
+}
+
+impl EditTracker {
+    /// A call of modifying `tool` by `session` at `now`; `edit` is the edit
+    /// it was observed as, or `None` for a call that touched nothing in the
+    /// workspace.
+    pub(crate) fn record_call(
+        &mut self,
+        session: SessionKey,
+        tool: &str,
+        now: Millis,
+        settle_ms: u64,
+        edit: Option<EditId>,
+    ) {
+        if let Some(id) = edit {
+            self.unsettled.insert(
+                id,
+                UnsettledEdit {
+                    session,
+                    observed_at: now,
+                    settles_by: now.plus(settle_ms),
+                },
+            );
+        }
+        let queue = self.waiting.entry((session, tool.to_string())).or_default();
+        if queue.len() >= MAX_WAITING_CALLS {
+            queue.pop_front();
+        }
+        queue.push_back(WaitingCall {
+            forget_at: now.plus(settle_ms.saturating_mul(2)),
+            edit,
+        });
+    }
+
+    /// The result of `session`'s oldest waiting call of `tool`. Returns
+    /// whether it settled an edit.
+    pub(crate) fn record_result(&mut self, session: SessionKey, tool: &str) -> bool {
+        let key = (session, tool.to_string());
+        let Some(queue) = self.waiting.get_mut(&key) else {
+            return false;
+        };
+        let call = queue.pop_front();
+        if queue.is_empty() {
+            self.waiting.remove(&key);
+        }
+        call.and_then(|call| call.edit)
+            .is_some_and(|id| self.unsettled.remove(&id).is_some())
+    }
+
+    /// Settles every edit whose deadline is at or before `now`, and forgets
+    /// calls older than two settle windows.
+    pub(crate) fn expire(&mut self, now: Millis) {
+        self.unsettled.retain(|_, edit| edit.settles_by > now);
+        self.waiting.retain(|_, queue| {
+            while queue.front().is_some_and(|call| call.forget_at <= now) {
+                queue.pop_front();
+            }
+            !queue.is_empty()
+        });
+    }
+
+    /// The session ended: its tools are no longer writing, so its edits are
+    /// settled, and no result of its calls will come.
+    pub(crate) fn end_session(&mut self, session: SessionKey) {
+        self.unsettled.retain(|_, edit| edit.session != session);
+        self.waiting.retain(|(owner, _), _| *owner != session);
+    }
+
+    /// Whether any observed edit may still be being written.
+    pub(crate) fn has_unsettled(&self) -> bool {
+        !self.unsettled.is_empty()
+    }
+
+    /// When the oldest unsettled edit was observed.
+    pub(crate) fn earliest_unsettled_at(&self) -> Option<Millis> {
+        self.unsettled.values().map(|edit| edit.observed_at).min()
+    }
+
+    /// When every unsettled edit will have settled by deadline, at the
+    /// latest.
+    pub(crate) fn all_settled_by(&self) -> Option<Millis> {
+        self.unsettled.values().map(|edit| edit.settles_by).max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::freshness::session::Sessions;
+
+    fn two_sessions() -> (SessionKey, SessionKey) {
+        let mut sessions = Sessions::default();
+        (
+            sessions.live_or_implicit("a").unwrap(),
+            sessions.live_or_implicit("b").unwrap(),
+        )
+    }
+
+    #[test]
+    fn results_settle_calls_first_in_first_out_per_session_and_tool() {
+        let (a, b) = two_sessions();
+        let mut edits = EditTracker::default();
+        edits.record_call(a, "edit", Millis(0), 1_000, Some(1));
+        edits.record_call(a, "edit", Millis(1), 1_000, Some(2));
+        edits.record_call(b, "edit", Millis(2), 1_000, Some(3));
+        assert!(!edits.record_result(a, "write"), "another tool's result");
+        assert!(edits.record_result(a, "edit"));
+        assert_eq!(edits.earliest_unsettled_at(), Some(Millis(1)));
+        assert!(edits.record_result(b, "edit"));
+        assert!(edits.record_result(a, "edit"));
+        assert!(!edits.has_unsettled());
+        assert!(!edits.record_result(a, "edit"), "no call is waiting");
+    }
+
+    #[test]
+    fn a_result_of_a_call_outside_the_workspace_does_not_settle_an_edit() {
+        let (a, _) = two_sessions();
+        let mut edits = EditTracker::default();
+        edits.record_call(a, "edit", Millis(0), 1_000, None);
+        edits.record_call(a, "edit", Millis(1), 1_000, Some(1));
+        assert!(!edits.record_result(a, "edit"));
+        assert!(edits.has_unsettled());
+        assert!(edits.record_result(a, "edit"));
+    }
+
+    #[test]
+    fn edits_settle_by_deadline_and_old_calls_are_forgotten() {
+        let (a, _) = two_sessions();
+        let mut edits = EditTracker::default();
+        edits.record_call(a, "edit", Millis(100), 1_000, Some(1));
+        assert_eq!(edits.all_settled_by(), Some(Millis(1_100)));
+        edits.expire(Millis(1_099));
+        assert!(edits.has_unsettled());
+        edits.expire(Millis(1_100));
+        assert!(!edits.has_unsettled());
+        assert_eq!(edits.waiting.len(), 1, "the call waits for a late result");
+        edits.expire(Millis(2_100));
+        assert!(edits.waiting.is_empty());
+    }
+
+    #[test]
+    fn ending_a_session_settles_its_edits_only() {
+        let (a, b) = two_sessions();
+        let mut edits = EditTracker::default();
+        edits.record_call(a, "edit", Millis(0), 1_000, Some(1));
+        edits.record_call(b, "write", Millis(5), 1_000, Some(2));
+        edits.end_session(a);
+        assert_eq!(edits.earliest_unsettled_at(), Some(Millis(5)));
+        assert!(!edits.record_result(a, "edit"));
+    }
+}

@@ -1,0 +1,79 @@
+//! The configuration the freshness machine decides with.
+//!
+//! The shell builds a [`FreshnessPolicy`] from the effective configuration
+//! (`freshness.autoSync`, `freshness.maxSyncsPerSession`, `freshness.batchMs`,
+//! `freshness.settleMs`, `freshness.modifyingTools`) plus the canonical
+//! workspace root, and hands a new one over on every reload.
+
+/// `freshness.maxSyncsPerSession` default.
+pub const DEFAULT_MAX_SYNCS_PER_SESSION: u32 = 2;
+/// `freshness.batchMs` default.
+pub const DEFAULT_BATCH_MS: u64 = 500;
+/// `freshness.settleMs` default.
+pub const DEFAULT_SETTLE_MS: u64 = 30_000;
+/// `freshness.modifyingTools` default.
+pub const DEFAULT_MODIFYING_TOOLS: [&str; 5] =
+    ["write", "edit", "remove_file", "rename_file", "ctx_patch"];
+
+/// What the freshness machine needs to know from the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreshnessPolicy {
+    /// `freshness.autoSync`: run automatic syncs on drift. Off means edits
+    /// only mark the graph possibly stale and a person syncs by hand.
+    pub auto_sync: bool,
+    /// `freshness.maxSyncsPerSession`: automatic syncs one session may spawn.
+    pub max_syncs_per_session: u32,
+    /// `freshness.batchMs`: the batching window from the first edit of an
+    /// episode to the sync it triggers.
+    pub batch_ms: u64,
+    /// `freshness.settleMs`: how long after its call an edit counts as
+    /// written when no `tool_result` arrives.
+    pub settle_ms: u64,
+    /// `freshness.modifyingTools`: tool names whose calls edit files (exact,
+    /// case-sensitive match, as the harness reports them).
+    pub modifying_tools: Vec<String>,
+    /// The canonical absolute workspace root; tool paths are placed inside or
+    /// outside it lexically.
+    pub workspace_root: String,
+}
+
+impl FreshnessPolicy {
+    /// The built-in defaults (the values of `config/default.toml`) for a
+    /// workspace.
+    pub fn with_defaults(workspace_root: impl Into<String>) -> Self {
+        FreshnessPolicy {
+            auto_sync: true,
+            max_syncs_per_session: DEFAULT_MAX_SYNCS_PER_SESSION,
+            batch_ms: DEFAULT_BATCH_MS,
+            settle_ms: DEFAULT_SETTLE_MS,
+            modifying_tools: DEFAULT_MODIFYING_TOOLS
+                .iter()
+                .map(|tool| tool.to_string())
+                .collect(),
+            workspace_root: workspace_root.into(),
+        }
+    }
+
+    /// Whether calls of `tool` edit files.
+    pub fn is_modifying(&self, tool: &str) -> bool {
+        self.modifying_tools.iter().any(|known| known == tool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_documented_configuration() {
+        let policy = FreshnessPolicy::with_defaults("/ws");
+        assert!(policy.auto_sync);
+        assert_eq!(policy.max_syncs_per_session, 2);
+        assert_eq!(policy.batch_ms, 500);
+        assert_eq!(policy.settle_ms, 30_000);
+        assert!(policy.is_modifying("edit"));
+        assert!(policy.is_modifying("write"));
+        assert!(!policy.is_modifying("bash"));
+        assert!(!policy.is_modifying("Edit"));
+    }
+}

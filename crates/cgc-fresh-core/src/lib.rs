@@ -1,0 +1,7 @@
+//! Pure policy of cgc-fresh: the rules of the specification as plain
+//! functions and state machines. Nothing here reads a clock, spawns a
+//! process or touches a file: time and observations come in as inputs,
+//! decisions go out as values. The actors in the `cgc-fresh` binary route
+//! messages to these machines and carry out what they decide.
+
+pub mod config;

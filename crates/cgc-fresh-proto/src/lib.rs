@@ -1,0 +1,122 @@
+//! The wire protocol between `cgc-fresh` and its clients: a harness extension
+//! (e.g. the Pi bridge) that reports agent tool activity, and the
+//! `cgc-fresh` CLI that asks for status or a manual sync.
+//!
+//! This crate holds types and framing only; what the service *does* with a
+//! frame is decided elsewhere.
+//!
+//! # Transport
+//!
+//! JSON lines over a Unix socket: every frame is one compact JSON object on
+//! one line, terminated by `\n` (a `\r` before it is tolerated, empty lines
+//! are ignored). Every frame has a string field `type`. Any frame may carry
+//! an `id` — a non-negative integer or a string — and the reply to a request
+//! carries the request's `id` unchanged. Fields a receiver does not know are
+//! ignored, so either side may add fields without a protocol bump. Optional
+//! fields are omitted rather than sent as `null`.
+//!
+//! ```text
+//! → {"id":1,"type":"hello","client":"pi-bridge","instance":"pi-4821","protocol":1}
+//! ← {"id":1,"type":"welcome","protocol":1,"service_version":"0.1.0","pid":4711,"workspace":"/home/ann/proj"}
+//! → {"type":"tool_call","session":"s1","tool":"edit","paths":["src/main.rs"]}
+//! → {"id":"q","type":"status"}
+//! ← {"id":"q","type":"state","workspace":"/home/ann/proj","status":"possibly_stale","stale_since":1718000000000,"edit_epoch":3,"syncing":false}
+//! ```
+//!
+//! The protocol version is [`PROTOCOL_VERSION`] (`1`), sent in `hello` and
+//! `welcome`.
+//!
+//! # Client → service ([`ClientFrame`])
+//!
+//! | `type` | fields | answer |
+//! |---|---|---|
+//! | `hello` | `client`: string (`pi-bridge`, `cgc-fresh-cli`), `instance`: string (one harness extension instance), `protocol`: integer | `welcome` |
+//! | `session_start` | `session`: string, `reason`: `startup` \| `new` \| `resume` \| `fork` \| `reload` (others read as `other`) | `ack` |
+//! | `tool_call` | `session`, `tool`: string, `paths`: array of strings, absolute or workspace-relative (default `[]`) | `ack` |
+//! | `tool_result` | `session`, `tool`: string, `ok`: boolean | `ack` |
+//! | `session_shutdown` | `session`: string, `reason`: string (optional) | `ack` |
+//! | `status` | — | `state` |
+//! | `sync` | — (a person's manual sync request) | `ack`, then `state`/`notice` to subscribers |
+//! | `subscribe` | — | `ack`; then every later `state` and `notice` is pushed |
+//! | `config` | — | `config` |
+//!
+//! The harness sends tool names and paths, never file contents.
+//!
+//! # Service → client ([`ServerFrame`])
+//!
+//! | `type` | fields |
+//! |---|---|
+//! | `welcome` | `protocol`, `service_version`: string, `pid`: integer, `workspace`: string |
+//! | `state` | `workspace`, `status` ([`FreshnessStatus`]), `last_synced_at`?, `stale_since`? (unix ms), `last_error`?, `edit_epoch`: integer, `syncing`: boolean, `watcher`? `{mode, state, pid?, since?}`, `backend`? `{kind, source}`, `detail`? (a hint such as `restored from disk`) |
+//! | `notice` | `session`?, `condition` ([`NoticeCondition`]), `level` (`info` \| `warning` \| `error`), `text`, `audience`: always `user` |
+//! | `ack` | — |
+//! | `error` | `code` ([`ErrorCode`]), `message`: string, `field`? (e.g. `session`, `paths[1]`) |
+//! | `config` | `values`: the effective configuration object, `warnings`: array of strings |
+//!
+//! `?` marks a field that is omitted when unknown. A `notice` is for the
+//! person at the harness and must never be put into an agent prompt; its
+//! `audience` field says so on the wire.
+//!
+//! # Errors
+//!
+//! A line that cannot be served is answered with an `error` frame carrying
+//! the request's `id` when it could be read; the connection stays usable,
+//! except after `too_large`.
+//!
+//! | `code` | when |
+//! |---|---|
+//! | `bad_json` | the line is not UTF-8 or not JSON |
+//! | `bad_request` | not an object (no `field`); `id` or `type` missing or of the wrong kind; a frame field missing or of the wrong kind (`field` names it) |
+//! | `unknown_type` | `type` names no frame |
+//! | `unsupported_protocol` | `hello` with a `protocol` other than [`PROTOCOL_VERSION`] |
+//! | `too_large` | the line exceeds the limit; the service closes the connection |
+//! | `forbidden` | the request is not allowed |
+//! | `internal` | the service failed while handling a valid request |
+//! | `unavailable` | the service cannot answer now (e.g. shutting down) |
+//!
+//! # Limits
+//!
+//! A line may hold at most [`DEFAULT_MAX_LINE_BYTES`] (64 KiB) before its
+//! `\n`, unless configured otherwise ([`FrameCodec::with_max_line_bytes`]).
+//! The reader never buffers more than the limit plus one byte of an
+//! unfinished line.
+//!
+//! # Use
+//!
+//! ```
+//! use cgc_fresh_proto::{decode_client_frame, encode, ClientFrame, Envelope, ServerFrame};
+//!
+//! let request = decode_client_frame(br#"{"id":7,"type":"status"}"#).unwrap();
+//! assert_eq!(request.frame, ClientFrame::Status);
+//! let reply = Envelope::with_id(request.id, ServerFrame::Ack);
+//! assert_eq!(encode(&reply), b"{\"id\":7,\"type\":\"ack\"}\n");
+//!
+//! let refused = decode_client_frame(br#"{"id":8,"type":"tool_call","tool":"edit"}"#).unwrap_err();
+//! assert_eq!(refused.field(), Some("session"));
+//! assert_eq!(
+//!     encode(&refused.to_reply()),
+//!     b"{\"id\":8,\"type\":\"error\",\"code\":\"bad_request\",\"message\":\"missing field `session`\",\"field\":\"session\"}\n",
+//! );
+//! ```
+
+mod client;
+mod codec;
+mod decode;
+mod envelope;
+mod error;
+mod server;
+pub mod vocab;
+
+pub use client::{ClientFrame, Hello, SessionShutdown, SessionStart, ToolCall, ToolResult};
+pub use codec::{CodecError, FrameCodec, DEFAULT_MAX_LINE_BYTES};
+pub use decode::{decode_client_frame, decode_server_frame};
+pub use envelope::{encode, encode_client_frame, encode_server_frame, Envelope, Frame, RequestId};
+pub use error::{ErrorCode, FrameError, FrameErrorKind};
+pub use server::{
+    Audience, BackendFacts, ConfigFrame, ErrorFrame, Notice, ServerFrame, StateFrame, WatcherFacts,
+    Welcome,
+};
+pub use vocab::{FreshnessStatus, NoticeCondition, NoticeLevel, SessionStartReason};
+
+/// The protocol version this crate speaks, sent in `hello` and `welcome`.
+pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,0 +1,129 @@
+//! The words both sides of the socket share: freshness statuses, notice
+//! conditions, session reasons. The core decides in these terms; the wire
+//! carries them as snake_case strings.
+
+use serde::{Deserialize, Serialize};
+
+/// The freshness status of one workspace's graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FreshnessStatus {
+    /// A sync completed after every observed edit was settled, or a verified
+    /// watcher owns freshness.
+    Fresh,
+    /// An edit was observed that no completed sync covers.
+    PossiblyStale,
+    /// A sync is running; edits it may not cover are tracked by epoch.
+    Syncing,
+    /// The embedded database was held by another process; nothing ran.
+    SkippedBusy,
+    /// A watcher was started but failed its liveness verification.
+    NotVerified,
+    /// Nothing is known since the service started (never `fresh` after a restart).
+    Unknown,
+}
+
+impl FreshnessStatus {
+    /// Every status, in a fixed order (for property tests and docs).
+    pub const ALL: [FreshnessStatus; 6] = [
+        FreshnessStatus::Fresh,
+        FreshnessStatus::PossiblyStale,
+        FreshnessStatus::Syncing,
+        FreshnessStatus::SkippedBusy,
+        FreshnessStatus::NotVerified,
+        FreshnessStatus::Unknown,
+    ];
+
+    /// The wire name, e.g. `possibly_stale`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FreshnessStatus::Fresh => "fresh",
+            FreshnessStatus::PossiblyStale => "possibly_stale",
+            FreshnessStatus::Syncing => "syncing",
+            FreshnessStatus::SkippedBusy => "skipped_busy",
+            FreshnessStatus::NotVerified => "not_verified",
+            FreshnessStatus::Unknown => "unknown",
+        }
+    }
+}
+
+/// A condition a human-facing notice reports. Each is shown at most once per
+/// (session, condition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeCondition {
+    PossiblyStale,
+    SyncCompleted,
+    SyncSkippedBusy,
+    SyncFailed,
+    SyncNotApplied,
+    SyncDeclinedUnindexed,
+    BudgetExhausted,
+    WatcherStarted,
+    WatcherDeclinedBackend,
+    WatcherDeclinedUnindexed,
+    WatcherNotVerified,
+    WatcherDied,
+    WatcherSkippedBusy,
+    StateWriteFailed,
+}
+
+impl NoticeCondition {
+    /// Every condition, in a fixed order (for property tests and docs).
+    pub const ALL: [NoticeCondition; 14] = [
+        NoticeCondition::PossiblyStale,
+        NoticeCondition::SyncCompleted,
+        NoticeCondition::SyncSkippedBusy,
+        NoticeCondition::SyncFailed,
+        NoticeCondition::SyncNotApplied,
+        NoticeCondition::SyncDeclinedUnindexed,
+        NoticeCondition::BudgetExhausted,
+        NoticeCondition::WatcherStarted,
+        NoticeCondition::WatcherDeclinedBackend,
+        NoticeCondition::WatcherDeclinedUnindexed,
+        NoticeCondition::WatcherNotVerified,
+        NoticeCondition::WatcherDied,
+        NoticeCondition::WatcherSkippedBusy,
+        NoticeCondition::StateWriteFailed,
+    ];
+}
+
+/// How loud a notice is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeLevel {
+    Info,
+    Warning,
+    Error,
+}
+
+impl NoticeLevel {
+    /// Every level, quietest first.
+    pub const ALL: [NoticeLevel; 3] = [NoticeLevel::Info, NoticeLevel::Warning, NoticeLevel::Error];
+}
+
+/// Why a session started (Pi's `session_start` reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStartReason {
+    Startup,
+    New,
+    Resume,
+    Fork,
+    Reload,
+    /// Any reason this version does not know; treated like a new session.
+    #[serde(other)]
+    Other,
+}
+
+impl SessionStartReason {
+    /// Every reason, in a fixed order (for property tests and docs).
+    pub const ALL: [SessionStartReason; 6] = [
+        SessionStartReason::Startup,
+        SessionStartReason::New,
+        SessionStartReason::Resume,
+        SessionStartReason::Fork,
+        SessionStartReason::Reload,
+        SessionStartReason::Other,
+    ];
+}

@@ -1,0 +1,210 @@
+//! What each subcommand does. The binary's edge: errors become messages and
+//! exit codes here.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use cgc_fresh_proto::{ClientFrame, Envelope, ServerFrame, StateFrame};
+
+use crate::cli::{Cli, Command, Target, EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_OK, EXIT_SERVICE_ERROR};
+use crate::client::{Client, ClientError};
+use crate::paths::{canonical_workspace, ProcessEnv, ServicePaths};
+use crate::service::{self, ServeOptions};
+
+pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    let paths = resolve(&cli.target)?;
+    match cli.command {
+        Command::Serve { config } => {
+            service::serve(ServeOptions {
+                paths,
+                config_file: config,
+            })?;
+            Ok(EXIT_OK)
+        }
+        Command::Status { json } => with_client(&paths, |client| status(client, json)),
+        Command::Sync => with_client(&paths, sync),
+        Command::Events => with_client(&paths, events),
+        Command::Send { frame } => with_client(&paths, |client| send(client, &frame)),
+        Command::Config { json, config } => {
+            let env = |name: &str| std::env::var(name).ok();
+            let loaded = crate::config_load::load(&paths.workspace, config.as_deref(), &env);
+            let mut out = std::io::stdout().lock();
+            if json {
+                let doc = serde_json::json!({
+                    "values": loaded.render_json(),
+                    "warnings": loaded.warning_texts(),
+                    "files": loaded.files_read(),
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            } else {
+                write!(out, "{}", loaded.render_text())?;
+            }
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+fn resolve(target: &Target) -> anyhow::Result<ServicePaths> {
+    let workspace = canonical_workspace(&target.workspace).context("cannot use the workspace")?;
+    Ok(ServicePaths::resolve(
+        &workspace,
+        target.socket.as_deref(),
+        &ProcessEnv,
+    ))
+}
+
+fn with_client(
+    paths: &ServicePaths,
+    body: impl FnOnce(&mut Client) -> Result<u8, ClientError>,
+) -> anyhow::Result<u8> {
+    let instance = format!("cli-{}", std::process::id());
+    let outcome = Client::connect_hello(&paths.socket, &instance).and_then(|mut c| body(&mut c));
+    match outcome {
+        Ok(code) => Ok(code),
+        Err(error @ ClientError::NotRunning { .. }) => {
+            eprintln!("cgc-fresh: {error}");
+            eprintln!(
+                "cgc-fresh: start it with: cgc-fresh serve --workspace {}",
+                paths.workspace.display()
+            );
+            Ok(EXIT_NOT_RUNNING)
+        }
+        Err(error) => {
+            eprintln!("cgc-fresh: {error}");
+            Ok(EXIT_ERROR)
+        }
+    }
+}
+
+fn status(client: &mut Client, json: bool) -> Result<u8, ClientError> {
+    let reply = client.request(ClientFrame::Status)?;
+    match reply.frame {
+        ServerFrame::State(state) => {
+            if json {
+                println!(
+                    "{}",
+                    String::from_utf8_lossy(&cgc_fresh_proto::encode_server_frame(&Envelope::new(
+                        ServerFrame::State(state)
+                    )))
+                    .trim_end()
+                );
+            } else {
+                println!("{}", describe_state(&state, now_ms()));
+            }
+            Ok(EXIT_OK)
+        }
+        other => unexpected(other),
+    }
+}
+
+fn sync(client: &mut Client) -> Result<u8, ClientError> {
+    match client.request(ClientFrame::Sync)?.frame {
+        ServerFrame::Ack => {
+            println!(
+                "sync requested; `cgc-fresh status` or `cgc-fresh events` shows when it is done"
+            );
+            Ok(EXIT_OK)
+        }
+        other => unexpected(other),
+    }
+}
+
+fn events(client: &mut Client) -> Result<u8, ClientError> {
+    client.set_timeout(None)?;
+    match client.request(ClientFrame::Subscribe)?.frame {
+        ServerFrame::Ack => {}
+        other => return unexpected(other),
+    }
+    let mut out = std::io::stdout();
+    loop {
+        let line = match client.read_line() {
+            Ok(line) => line,
+            Err(ClientError::Closed) => return Ok(EXIT_OK),
+            Err(e) => return Err(e),
+        };
+        if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+            return Ok(EXIT_OK); // stdout closed (e.g. piped into head)
+        }
+    }
+}
+
+fn send(client: &mut Client, frame: &str) -> Result<u8, ClientError> {
+    let mut line = frame.trim_end().as_bytes().to_vec();
+    line.push(b'\n');
+    client.send_raw(&line)?;
+    let reply = client.read_line()?;
+    println!("{reply}");
+    Ok(
+        match cgc_fresh_proto::decode_server_frame(reply.as_bytes()) {
+            Ok(Envelope {
+                frame: ServerFrame::Error(_),
+                ..
+            }) => EXIT_SERVICE_ERROR,
+            _ => EXIT_OK,
+        },
+    )
+}
+
+fn unexpected(frame: ServerFrame) -> Result<u8, ClientError> {
+    match frame {
+        ServerFrame::Error(error) => {
+            eprintln!(
+                "cgc-fresh: the service says {}: {}",
+                error.code.as_str(),
+                error.message
+            );
+            Ok(EXIT_SERVICE_ERROR)
+        }
+        other => Err(ClientError::BadFrame(format!(
+            "unexpected {} frame",
+            other.type_name()
+        ))),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The one-line human summary of a state frame.
+pub fn describe_state(state: &StateFrame, now: u64) -> String {
+    let mut line = format!(
+        "{}: {}",
+        state.workspace,
+        state.status.as_str().replace('_', " ")
+    );
+    if let Some(since) = state.stale_since {
+        line.push_str(&format!(" since {}", ago(now, since)));
+    }
+    match state.last_synced_at {
+        Some(at) => line.push_str(&format!("; last sync {}", ago(now, at))),
+        None => line.push_str("; no sync recorded"),
+    }
+    if state.syncing {
+        line.push_str("; a sync is running");
+    }
+    if let Some(watcher) = &state.watcher {
+        line.push_str(&format!("; watcher {} ({})", watcher.state, watcher.mode));
+    }
+    if let Some(error) = &state.last_error {
+        line.push_str(&format!("; last error: {error}"));
+    }
+    if let Some(detail) = &state.detail {
+        line.push_str(&format!(" ({detail})"));
+    }
+    line
+}
+
+/// "12s ago", "3m 4s ago", "2h 5m ago".
+pub fn ago(now: u64, then: u64) -> String {
+    let secs = Duration::from_millis(now.saturating_sub(then)).as_secs();
+    match secs {
+        0..=59 => format!("{secs}s ago"),
+        60..=3599 => format!("{}m {}s ago", secs / 60, secs % 60),
+        _ => format!("{}h {}m ago", secs / 3600, (secs % 3600) / 60),
+    }
+}

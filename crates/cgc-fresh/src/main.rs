@@ -1,0 +1,31 @@
+//! `cgc-fresh`: keeps a CodeGraphContext graph trustworthy while a coding
+//! agent edits the workspace. `cgc-fresh serve` runs the per-workspace
+//! service; the other subcommands are its clients (see `cli`).
+
+#![allow(dead_code)]
+
+mod cli;
+mod client;
+mod commands;
+mod config_load;
+mod instance_lock;
+mod logging;
+mod paths;
+mod process;
+mod service;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    logging::init();
+    match commands::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("cgc-fresh: {error:#}");
+            ExitCode::from(cli::EXIT_ERROR)
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! End-to-end tests: each runs the real `cgc-fresh` binary (and, where
+//! named, the fake or the real `cgc`) and talks to it over its socket.
+
+mod support;
+
+mod config;
+mod protocol;
+mod serve;

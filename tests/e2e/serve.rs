@@ -1,0 +1,243 @@
+//! `cgc-fresh serve` as a process: one per workspace, its socket and
+//! directory modes, the peer check, signals and reload.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{Sandbox, Service};
+
+#[test]
+fn second_serve_for_the_same_workspace_is_refused_and_names_the_pid() {
+    let sandbox = Sandbox::new();
+    let first = Service::start(&sandbox, &[], &[]);
+    let out = sandbox
+        .command()
+        .arg("serve")
+        .output()
+        .expect("second serve");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("already running (pid {})", first.pid())),
+        "{stderr}"
+    );
+    // The first one still owns and serves its socket.
+    let mut conn = first.connect();
+    assert_eq!(conn.hello()["pid"], first.pid());
+}
+
+#[test]
+fn a_stale_socket_file_is_replaced() {
+    let sandbox = Sandbox::new();
+    let socket = sandbox.default_socket();
+    fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    // A socket file nobody listens on, as a killed service leaves behind.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    assert!(socket.exists());
+    let service = Service::start(&sandbox, &[], &[]);
+    assert_eq!(service.connect().hello()["pid"], service.pid());
+    assert!(
+        service.log_events("stale_socket_removed").len() == 1,
+        "{}",
+        service.log_text()
+    );
+}
+
+#[test]
+fn a_killed_service_is_replaced_by_the_next_one() {
+    let sandbox = Sandbox::new();
+    let mut first = Service::start(&sandbox, &[], &[]);
+    first.signal(libc::SIGKILL);
+    first.wait_exit(Duration::from_secs(5));
+    let second = Service::start(&sandbox, &[], &[]);
+    assert_eq!(second.connect().hello()["pid"], second.pid());
+}
+
+#[test]
+fn socket_is_0600_in_a_0700_directory() {
+    let sandbox = Sandbox::new();
+    let service = Service::start(&sandbox, &[], &[]);
+    let sock_mode = fs::metadata(&service.socket).unwrap().mode() & 0o777;
+    let dir_mode = fs::metadata(service.socket.parent().unwrap())
+        .unwrap()
+        .mode()
+        & 0o777;
+    assert_eq!(sock_mode, 0o600);
+    assert_eq!(dir_mode, 0o700);
+}
+
+#[test]
+fn sigterm_stops_the_service_and_removes_its_socket() {
+    let sandbox = Sandbox::new();
+    let mut service = Service::start(&sandbox, &[], &[]);
+    service.signal(libc::SIGTERM);
+    let status = service.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    assert!(!service.socket.exists());
+    assert_eq!(service.log_events("shutdown").len(), 1);
+}
+
+/// Runs a tiny client as uid/gid 65534 that connects and prints what it reads.
+fn connect_as_nobody(socket: &std::path::Path) -> std::process::Output {
+    let script = "import socket,sys\n\
+s=socket.socket(socket.AF_UNIX)\n\
+try:\n  s.connect(sys.argv[1])\nexcept OSError as e:\n  print('connect-failed', e.errno); sys.exit(0)\n\
+s.sendall(b'{\"type\":\"status\",\"id\":1}\\n')\n\
+print(s.makefile().read())\n";
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            script,
+        ])
+        .arg(socket)
+        .output()
+        .expect("setpriv")
+}
+
+#[test]
+fn another_user_cannot_reach_the_socket_through_its_directory() {
+    let sandbox = Sandbox::new();
+    // Let uid 65534 traverse down to the runtime dir; the service's own
+    // 0700 directory must still stop it.
+    for dir in [sandbox.root.path().to_path_buf(), sandbox.runtime_dir()] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let service = Service::start(&sandbox, &[], &[]);
+    let out = connect_as_nobody(&service.socket);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("connect-failed 13"),
+        "EACCES expected: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_peer_with_another_uid_is_refused_with_forbidden() {
+    let sandbox = Sandbox::new();
+    let open_dir = sandbox.root.path().join("open");
+    fs::create_dir(&open_dir).unwrap();
+    for dir in [sandbox.root.path().to_path_buf(), open_dir.clone()] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let socket = open_dir.join("svc.sock");
+    let service = Service::start_at(&sandbox, socket.clone(), &[], &[]);
+    // Deliberately loosen what the service set up, so only SO_PEERCRED stands.
+    fs::set_permissions(&open_dir, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&socket, fs::Permissions::from_mode(0o666)).unwrap();
+    let out = connect_as_nobody(&socket);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("\"code\":\"forbidden\""),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !stdout.contains("\"type\":\"state\""),
+        "a refused peer got an answer: {stdout}"
+    );
+    assert_eq!(service.log_events("peer_refused").len(), 1);
+    // Our own user is still served.
+    assert_eq!(
+        service.connect().request(json!({"type":"status"}), 1)["type"],
+        "state"
+    );
+}
+
+#[test]
+fn sighup_reloads_a_changed_workspace_file_value() {
+    let sandbox = Sandbox::new();
+    let pi = sandbox.workspace().join(".pi");
+    fs::create_dir_all(&pi).unwrap();
+    fs::write(
+        pi.join("cgc.json"),
+        r#"{"freshness": {"watcherLivenessMs": 1111}}"#,
+    )
+    .unwrap();
+    let service = Service::start(&sandbox, &[], &[]);
+    let mut conn = service.connect();
+    let config = conn.request(json!({"type": "config"}), 1);
+    assert_eq!(
+        config["values"]["freshness.watcherLivenessMs"]["value"], 1111,
+        "{config}"
+    );
+    fs::write(
+        pi.join("cgc.json"),
+        r#"{"freshness": {"watcherLivenessMs": 2222}}"#,
+    )
+    .unwrap();
+    service.signal(libc::SIGHUP);
+    // The reload is asynchronous; ask until it shows (bounded).
+    let mut seen = None;
+    for attempt in 0..200 {
+        let config = conn.request(json!({"type": "config"}), 10 + attempt);
+        seen = Some(config["values"]["freshness.watcherLivenessMs"]["value"].clone());
+        if seen == Some(json!(2222)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert_eq!(seen, Some(json!(2222)));
+    // SIGHUP is not a shutdown: same process, still serving.
+    assert_eq!(
+        conn.request(json!({"type": "status"}), 999)["type"],
+        "state"
+    );
+    assert!(service.log_events("shutdown").is_empty());
+}
+
+#[test]
+fn client_commands_without_a_service_say_so_and_exit_3() {
+    let sandbox = Sandbox::new();
+    for args in [
+        vec!["status"],
+        vec!["sync"],
+        vec!["events"],
+        vec!["send", r#"{"type":"status"}"#],
+    ] {
+        let out = sandbox.command().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("no cgc-fresh service is running"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn status_and_send_talk_to_the_running_service() {
+    let sandbox = Sandbox::new();
+    let service = Service::start(&sandbox, &[], &[]);
+    let sock = service.socket.to_str().unwrap().to_string();
+    let out = sandbox
+        .command()
+        .args(["--socket", &sock, "status", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(state["type"], "state");
+    let out = sandbox
+        .command()
+        .args(["--socket", &sock, "status"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("unknown"), "{text}");
+    let out = sandbox
+        .command()
+        .args(["--socket", &sock, "send", r#"{"type":"nope"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("unknown_type"));
+}
