@@ -6,3 +6,5 @@ mod support;
 mod config;
 mod protocol;
 mod serve;
+mod supervision;
+mod sync;

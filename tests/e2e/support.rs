@@ -197,6 +197,8 @@ fn unique() -> u64 {
 pub struct Conn {
     pub stream: UnixStream,
     reader: BufReader<UnixStream>,
+    /// Every frame received so far, in order.
+    pub history: Vec<Value>,
 }
 
 impl Conn {
@@ -206,7 +208,11 @@ impl Conn {
             .set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
         let reader = BufReader::new(stream.try_clone().expect("clone"));
-        Conn { stream, reader }
+        Conn {
+            stream,
+            reader,
+            history: Vec::new(),
+        }
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
@@ -224,10 +230,13 @@ impl Conn {
         let mut line = String::new();
         match self.reader.read_line(&mut line) {
             Ok(0) => None,
-            Ok(_) => Some(
-                serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad frame {line:?}: {e}")),
-            ),
-            Err(e) => panic!("read failed: {e}"),
+            Ok(_) => {
+                let frame: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("bad frame {line:?}: {e}"));
+                self.history.push(frame.clone());
+                Some(frame)
+            }
+            Err(e) => panic!("read failed: {e}; frames so far: {:?}", self.history),
         }
     }
 
@@ -266,4 +275,212 @@ impl Conn {
             Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
         }
     }
+}
+
+/// The built fake `cgc` (built by `cargo build --workspace --bins`).
+pub fn fake_cgc_path() -> PathBuf {
+    let path = Path::new(BIN).with_file_name("fake-cgc");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// A fake `cgc` set-up in a sandbox: its scenario and invocation log.
+pub struct FakeCgc {
+    pub scenario: PathBuf,
+    pub log: PathBuf,
+}
+
+impl FakeCgc {
+    pub fn new(sandbox: &Sandbox, scenario: Value) -> FakeCgc {
+        let scenario_path = sandbox.root.path().join("scenario.json");
+        fs::write(&scenario_path, serde_json::to_vec(&scenario).expect("json")).expect("scenario");
+        FakeCgc {
+            scenario: scenario_path,
+            log: sandbox.root.path().join("fake-cgc.log"),
+        }
+    }
+
+    /// Environment for `serve` that makes it run this fake.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            (
+                "CGC_EXECUTABLE".into(),
+                fake_cgc_path().display().to_string(),
+            ),
+            (
+                "FAKE_CGC_SCENARIO".into(),
+                self.scenario.display().to_string(),
+            ),
+            ("FAKE_CGC_LOG".into(), self.log.display().to_string()),
+        ]
+    }
+
+    /// Every record of the invocation log.
+    pub fn records(&self) -> Vec<Value> {
+        fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// `start` records: one per invocation.
+    pub fn invocations(&self) -> Vec<Value> {
+        self.records()
+            .into_iter()
+            .filter(|r| r["event"] == "start")
+            .collect()
+    }
+
+    /// Every pid the log names (invocations and daemons).
+    pub fn all_pids(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = self
+            .records()
+            .iter()
+            .filter_map(|r| r["pid"].as_i64())
+            .map(|p| p as i32)
+            .collect();
+        pids.sort();
+        pids.dedup();
+        pids
+    }
+}
+
+/// Whether `pid` is a live (non-zombie) process. A zombie still answers
+/// kill(pid, 0), so read its state from /proc.
+pub fn is_alive(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some(Some('Z')) | Some(Some('X')))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Pids of live processes whose environment carries `CGC_FRESH_OWNER`
+/// starting with `prefix`.
+pub fn processes_with_owner_prefix(prefix: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let tagged = environ.split(|b| *b == 0).any(|var| {
+            var.strip_prefix(b"CGC_FRESH_OWNER=")
+                .is_some_and(|v| v.starts_with(prefix.as_bytes()))
+        });
+        if tagged && is_alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits (bounded) until `check` holds.
+pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out after {within:?} waiting for {what}");
+}
+
+impl Conn {
+    /// Subscribes (frames pushed from now on) and returns the first state.
+    pub fn subscribe(&mut self) -> Value {
+        let ack = self.request(serde_json::json!({"type": "subscribe"}), 1000);
+        assert_eq!(ack["type"], "ack");
+        let state = self.recv();
+        assert_eq!(state["type"], "state", "{state}");
+        state
+    }
+
+    /// Reads pushed frames until one satisfies `pred`; returns it and every
+    /// frame seen before it.
+    pub fn recv_until(
+        &mut self,
+        what: &str,
+        mut pred: impl FnMut(&Value) -> bool,
+    ) -> (Value, Vec<Value>) {
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let mut seen = Vec::new();
+        loop {
+            let frame = self
+                .recv_opt()
+                .unwrap_or_else(|| panic!("closed while waiting for {what}; saw {seen:?}"));
+            if pred(&frame) {
+                return (frame, seen);
+            }
+            seen.push(frame);
+        }
+    }
+
+    /// Waits until some frame received on this connection, earlier or
+    /// later, satisfies `pred`.
+    pub fn wait_seen(&mut self, what: &str, mut pred: impl FnMut(&Value) -> bool) -> Value {
+        if let Some(found) = self.history.iter().find(|f| pred(f)) {
+            return found.clone();
+        }
+        self.recv_until(what, pred).0
+    }
+
+    /// How many received frames satisfy `pred`.
+    pub fn count_seen(&self, mut pred: impl FnMut(&Value) -> bool) -> usize {
+        self.history.iter().filter(|f| pred(f)).count()
+    }
+
+    /// Waits for a state frame with `status`.
+    pub fn wait_status(&mut self, status: &str) -> (Value, Vec<Value>) {
+        self.recv_until(&format!("status {status}"), |f| {
+            f["type"] == "state" && f["status"] == status
+        })
+    }
+}
+
+impl Service {
+    /// Starts `serve` with a fake `cgc` and extra env (owned strings).
+    pub fn start_with_fake(sandbox: &Sandbox, fake: &FakeCgc, env: &[(&str, &str)]) -> Service {
+        let mut all: Vec<(String, String)> = fake.env();
+        all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let refs: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Service::start(sandbox, &[], &refs)
+    }
+
+    /// The owner-token prefix of every child of every instance of the
+    /// service for this sandbox's workspace.
+    pub fn owner_prefix(sandbox: &Sandbox) -> String {
+        let canonical = fs::canonicalize(sandbox.workspace()).expect("canonical");
+        format!("cgc-fresh:{}:", workspace_id(&canonical))
+    }
+}
+
+impl Sandbox {
+    /// Marks the workspace as indexed the way CGC's per-repo mode does.
+    pub fn mark_indexed(&self) {
+        fs::create_dir_all(self.workspace().join(".codegraphcontext")).expect("marker");
+    }
+}
+
+/// The arguments of an invocation record (the log keeps the program apart).
+pub fn args_of(record: &Value) -> Value {
+    record["argv"].clone()
 }

@@ -5,3 +5,5 @@
 //! messages to these machines and carry out what they decide.
 
 pub mod config;
+pub mod freshness;
+pub mod sync_plan;

@@ -13,6 +13,8 @@ mod logging;
 mod paths;
 mod process;
 mod service;
+mod supervisor;
+mod systemd;
 
 use std::process::ExitCode;
 

@@ -78,6 +78,7 @@ pub fn main_entry() -> ! {
         behaviour: None,
         end_ms: None,
         how: None,
+        handled_signal: None,
         signals_received: BTreeMap::new(),
         error: None,
         spawned_by: None,
@@ -125,7 +126,10 @@ fn run_command(
     record: &mut InvocationRecord,
 ) -> Outcome {
     let script = match std::env::var_os(SCENARIO_ENV).filter(|path| !path.is_empty()) {
-        None => None,
+        None => {
+            record.behaviour = Some("builtin".to_owned());
+            None
+        }
         Some(scenario_path) => {
             let scenario_path = PathBuf::from(scenario_path);
             match choose_script(&scenario_path, command.key()) {
@@ -138,9 +142,6 @@ fn run_command(
             }
         }
     };
-    if script.is_none() {
-        record.behaviour = Some("builtin".to_owned());
-    }
     let behaviour = script.unwrap_or_else(|| builtin::behaviour(command, cwd));
 
     let on_sigint = if behaviour.ignore_sigint {
@@ -200,14 +201,16 @@ fn finish(outcome: Outcome, mut record: InvocationRecord, log: Option<&Invocatio
         Outcome::Exit {
             code,
             handled_signal,
-        } => (
-            Ending {
-                exit: Some(*code),
-                signal: None,
-                handled_signal: *handled_signal,
-            },
-            None,
-        ),
+        } => {
+            record.handled_signal = *handled_signal;
+            (
+                Ending {
+                    exit: Some(*code),
+                    signal: None,
+                },
+                None,
+            )
+        }
         Outcome::DieBySignal(signal) => (
             Ending {
                 signal: Some(*signal),

@@ -22,7 +22,7 @@ pub fn behaviour(command: &Command, cwd: &Path) -> Behaviour {
                 Ok(resolved) => printing(vec![Step::Stdout(
                     KnownText::IndexFinished { path: resolved }.into(),
                 )]),
-                Err(missing) => missing,
+                Err(missing) => path_missing(missing),
             }
         }
         Command::Watch {
@@ -31,7 +31,7 @@ pub fn behaviour(command: &Command, cwd: &Path) -> Behaviour {
             ..
         } => match existing_path(path, cwd) {
             Ok(_) => watch(*sync_on_start),
-            Err(missing) => missing,
+            Err(missing) => path_missing(missing),
         },
         Command::List => printing(vec![Step::Stdout("No repositories indexed yet.".into())]),
         Command::Query { .. } => printing(vec![Step::Stdout("[]".into())]),
@@ -85,19 +85,23 @@ fn watch(sync_on_start: bool) -> Behaviour {
     ])
 }
 
-/// The resolved path, or the behaviour of the real CLI for a missing one.
-fn existing_path(path: &str, cwd: &Path) -> Result<String, Behaviour> {
+/// The path resolved against `cwd`: `Ok` if it exists, `Err` if not.
+fn existing_path(path: &str, cwd: &Path) -> Result<String, String> {
     let resolved = resolve_path(path, cwd);
+    let text = resolved.to_string_lossy().into_owned();
     if resolved.exists() {
-        Ok(resolved.to_string_lossy().into_owned())
+        Ok(text)
     } else {
-        Err(Behaviour {
-            steps: vec![Step::Stdout(Lines::from(KnownText::PathMissing {
-                path: resolved.to_string_lossy().into_owned(),
-            }))],
-            exit: 1,
-            ..Behaviour::default()
-        })
+        Err(text)
+    }
+}
+
+/// What the real CLI does with a PATH that does not exist.
+fn path_missing(path: String) -> Behaviour {
+    Behaviour {
+        steps: vec![Step::Stdout(Lines::from(KnownText::PathMissing { path }))],
+        exit: 1,
+        ..Behaviour::default()
     }
 }
 

@@ -104,6 +104,7 @@ fn daemon_main(
             behaviour: None,
             end_ms: None,
             how: None,
+            handled_signal: None,
             signals_received: Default::default(),
             error: None,
             spawned_by: Some(spawner),

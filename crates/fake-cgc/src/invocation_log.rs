@@ -50,10 +50,6 @@ pub struct Ending {
     /// The signal it died by (it logs just before re-raising it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<SignalName>,
-    /// The signal whose graceful reaction led to this exit (e.g. `INT` for a
-    /// watch stopped by SIGINT).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handled_signal: Option<SignalName>,
 }
 
 /// One line of the invocation log.
@@ -86,7 +82,8 @@ pub struct InvocationRecord {
     /// same scenario file (end records only, when a scenario is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invocation: Option<u64>,
-    /// Which behaviour ran: `builtin`, `scenario:watch`, `scenario:watch[1]`.
+    /// The scenario entry used (`scenario:watch`, `scenario:watch[1]`,
+    /// `scenario:default`), or `builtin` when no entry applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behaviour: Option<String>,
     /// Unix time in milliseconds at the end (end records).
@@ -95,6 +92,10 @@ pub struct InvocationRecord {
     /// How it ended (end records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub how: Option<Ending>,
+    /// The signal whose graceful reaction led to the exit, e.g. `INT` for a
+    /// watch stopped by SIGINT (end records; `how` then says `{"exit": 0}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_signal: Option<SignalName>,
     /// Signals caught during the run, with counts (end records).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signals_received: BTreeMap<String, u32>,

@@ -190,8 +190,9 @@ impl SignalWaiter {
     }
 }
 
-/// Puts `signal`'s disposition back to default and unblocks every signal;
-/// for a forked daemon that must be killable like a fresh process.
+/// Restores the default disposition of each of `signals`, unblocks every
+/// signal and detaches from the self-pipe: for a forked daemon that must be
+/// killable like a fresh process.
 pub fn reset_for_daemon(signals: &[SignalName]) {
     for signal in signals {
         let _ = restore_default(*signal);

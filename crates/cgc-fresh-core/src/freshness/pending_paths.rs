@@ -108,6 +108,33 @@ impl PendingPaths {
         self.paths.iter().map(String::as_str)
     }
 
+    /// Whether `path` is kept individually.
+    pub fn contains(&self, path: &str) -> bool {
+        self.paths.contains(path)
+    }
+
+    /// The summary of this batch and `other` together, without merging them.
+    pub fn union_summary(&self, other: &PendingPaths) -> PendingSummary {
+        if self.whole_workspace || other.whole_workspace {
+            return PendingSummary {
+                paths: 0,
+                whole_workspace: true,
+            };
+        }
+        let only_here = self.paths().filter(|path| !other.contains(path)).count();
+        let together = only_here + other.len();
+        if together > MAX_PENDING_PATHS {
+            return PendingSummary {
+                paths: 0,
+                whole_workspace: true,
+            };
+        }
+        PendingSummary {
+            paths: u32::try_from(together).unwrap_or(u32::MAX),
+            whole_workspace: false,
+        }
+    }
+
     /// What the persisted record says about this batch.
     pub fn summary(&self) -> PendingSummary {
         PendingSummary {
@@ -143,7 +170,10 @@ mod tests {
         batch.insert("one-more".into());
         assert!(batch.is_whole_workspace());
         assert_eq!(batch.len(), 0);
-        assert!(!batch.is_empty(), "nothing is lost: the marker stays pending");
+        assert!(
+            !batch.is_empty(),
+            "nothing is lost: the marker stays pending"
+        );
         batch.insert("later".into());
         assert_eq!(batch.len(), 0, "a collapsed batch takes no more paths");
     }

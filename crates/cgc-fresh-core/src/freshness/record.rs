@@ -25,7 +25,9 @@ pub enum RecordError {
     #[error("the freshness record is malformed: {0}")]
     Malformed(#[from] serde_json::Error),
     /// The record was written by a layout this code does not read.
-    #[error("the freshness record has layout version {found}; this build reads version {supported}")]
+    #[error(
+        "the freshness record has layout version {found}; this build reads version {supported}"
+    )]
     UnsupportedVersion {
         /// The version in the file.
         found: u32,

@@ -15,7 +15,6 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::time::Duration;
 
 use futures_util::Stream;
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -67,17 +66,15 @@ pub fn reap_ready() -> Vec<ReapedProcess> {
 ///
 /// Create it (inside the runtime) **before** spawning the first child; a
 /// SIGCHLD that arrives earlier is still covered because every wake-up reaps
-/// until nothing is left, and a slow periodic reap guards against a lost
-/// wake-up.
+/// until nothing is left. There is deliberately no periodic reap: tokio
+/// never loses a signal that arrives after the listener exists (several
+/// coalesce into one wake-up, and each wake-up drains every exit), and an
+/// idle service must not wake up on a timer.
 #[derive(Debug)]
 pub struct Reaper {
     sigchld: Signal,
     pending: VecDeque<ReapedProcess>,
 }
-
-/// How often to reap even without a SIGCHLD (a safety net, not the
-/// mechanism).
-const FALLBACK_REAP_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Reaper {
     /// Installs the SIGCHLD listener. Needs a tokio runtime with IO enabled.
@@ -99,10 +96,7 @@ impl Reaper {
             if !self.pending.is_empty() {
                 continue;
             }
-            tokio::select! {
-                received = self.sigchld.recv() => received?,
-                () = tokio::time::sleep(FALLBACK_REAP_INTERVAL) => {}
-            }
+            self.sigchld.recv().await?;
         }
     }
 
@@ -167,6 +161,7 @@ mod tests {
     use super::*;
     use crate::process::spawn::spawn_child;
     use crate::process::test_support::{isolated_async_test, shell_spec};
+    use std::time::Duration;
 
     #[test]
     fn reaper_reports_exit_codes_and_orphans() {

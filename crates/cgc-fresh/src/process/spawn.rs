@@ -276,7 +276,8 @@ fn prepare_child_after_fork(parent_pid: libc::pid_t) -> io::Result<()> {
         // SIG_DFL with no flags and an empty mask; the buffer is larger than
         // any architecture's struct.
         let default_action = [0u64; 8];
-        for signal in 1..=64 {
+        let every_signal: std::ops::RangeInclusive<libc::c_long> = 1..=64;
+        for signal in every_signal {
             libc::syscall(
                 libc::SYS_rt_sigaction,
                 signal,

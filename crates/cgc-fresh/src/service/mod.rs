@@ -7,6 +7,8 @@ mod hub;
 mod listener;
 mod messages;
 mod signals;
+mod store;
+mod sync_runner;
 mod workspace;
 
 use std::io;
@@ -17,9 +19,16 @@ use std::sync::Arc;
 use actix::prelude::*;
 use anyhow::{bail, Context as _};
 
+use std::time::Duration;
+
 use crate::client::Client;
 use crate::instance_lock::{InstanceLock, LockError};
 use crate::paths::{ensure_private_dir, ServicePaths};
+use crate::process::reap::set_child_subreaper;
+use crate::supervisor::panic_hook;
+use crate::supervisor::registry::Registry;
+use crate::supervisor::sweep::sweep_leftovers;
+use crate::supervisor::{owner_token_prefix, KillAllNow, RootSupervisor, StopAll};
 use config_actor::ConfigActor;
 use messages::{Shutdown, ShutdownReason};
 use workspace::WorkspaceActor;
@@ -57,10 +66,37 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         &paths.workspace,
         options.config_file.as_deref(),
     ));
+    // Children: we reap re-parented grandchildren, a panic kills them all,
+    // and what an earlier (killed) instance left behind is swept first.
+    if let Err(error) = set_child_subreaper() {
+        tracing::warn!(event = "subreaper_failed", error = %error);
+    }
+    let token_prefix = owner_token_prefix(&paths.id);
+    let service_token = format!("{token_prefix}{}-{}", std::process::id(), unique_suffix());
+    panic_hook::init(&format!("{service_token}."));
+    panic_hook::install();
+    let registry = Registry::new(paths.registry.clone());
+    let swept = sweep_leftovers(&registry, &token_prefix, &service_token);
+    tracing::info!(
+        event = "startup_sweep",
+        groups_killed = ?swept.groups_killed,
+        token_holders_killed = ?swept.token_holders_killed,
+        stale_entries = swept.stale_entries,
+        registry_problem = swept.registry_problem.as_deref(),
+    );
+    if let Some(problem) = &swept.registry_problem {
+        tracing::warn!(event = "registry_unreadable", path = %paths.registry.display(), problem = %problem);
+    }
     let span = tracing::info_span!("service", workspace = %paths.workspace.display());
     let _entered = span.enter();
     let system = actix_rt::System::new();
-    let result = system.block_on(run(paths.clone(), options.config_file, config));
+    let result = system.block_on(run(
+        paths.clone(),
+        options.config_file,
+        config,
+        service_token,
+        registry,
+    ));
     drop(lock);
     result
 }
@@ -77,11 +113,16 @@ async fn run(
     paths: ServicePaths,
     config_file: Option<PathBuf>,
     config: Arc<LoadedConfig>,
+    service_token: String,
+    registry: Registry,
 ) -> anyhow::Result<()> {
     let listener =
         bind(&paths.socket).with_context(|| format!("socket {}", paths.socket.display()))?;
     let max_line_bytes = config.settings.service.max_line_bytes;
-    let workspace = WorkspaceActor::new(paths.workspace.clone(), config).start();
+    let stop_grace = Duration::from_millis(config.settings.supervisor.stop_grace_ms);
+    let supervisor =
+        RootSupervisor::new(paths.workspace.clone(), service_token, registry, stop_grace).start();
+    let workspace = WorkspaceActor::new(&paths, config, supervisor.clone()).start();
     let config_actor = ConfigActor::new(
         paths.workspace.clone(),
         config_file,
@@ -91,6 +132,8 @@ async fn run(
     let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
     let lifecycle = Lifecycle {
         stopped: Some(stopped_tx),
+        supervisor,
+        stopping: false,
     }
     .start();
     actix_rt::spawn(signals::signal_loop(
@@ -124,9 +167,12 @@ fn remove_socket_if_ours(socket: &Path) {
     let _ = std::fs::remove_file(socket);
 }
 
-/// Stops the system once shutdown has finished its work.
+/// Runs the two-phase shutdown: every child is stopped and reaped, then the
+/// actor system stops. A second signal escalates to SIGKILL at once.
 struct Lifecycle {
     stopped: Option<tokio::sync::oneshot::Sender<()>>,
+    supervisor: Addr<RootSupervisor>,
+    stopping: bool,
 }
 
 impl Actor for Lifecycle {
@@ -135,13 +181,33 @@ impl Actor for Lifecycle {
 
 impl Handler<Shutdown> for Lifecycle {
     type Result = ();
-    fn handle(&mut self, msg: Shutdown, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) {
         tracing::info!(event = "shutdown", reason = ?msg.reason);
-        if matches!(msg.reason, ShutdownReason::SecondSignal(_)) {
+        if self.stopping || matches!(msg.reason, ShutdownReason::SecondSignal(_)) {
             tracing::warn!(event = "shutdown_escalated");
+            self.supervisor.do_send(KillAllNow);
+            return;
         }
-        if let Some(stopped) = self.stopped.take() {
-            let _ = stopped.send(());
-        }
+        self.stopping = true;
+        let stop_all = self.supervisor.send(StopAll {
+            reason: "service shutdown",
+        });
+        ctx.spawn(
+            async move { stop_all.await.ok() }
+                .into_actor(self)
+                .map(|_, act, _| {
+                    tracing::info!(event = "children_stopped");
+                    if let Some(stopped) = act.stopped.take() {
+                        let _ = stopped.send(());
+                    }
+                }),
+        );
     }
+}
+
+fn unique_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }

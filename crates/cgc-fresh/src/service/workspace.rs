@@ -1,52 +1,114 @@
 //! `WorkspaceActor`: the one mailbox through which every harness frame
-//! reaches the workspace's freshness state.
+//! reaches the workspace's freshness machine, and the shell that carries
+//! out the machine's decisions.
 //!
-//! It answers `hello`, `status`, `config` and `subscribe`, and (once the
-//! freshness core is wired in) feeds session and tool events to it and
-//! carries out its decisions. Replies go back through the requesting
-//! connection's recipient, in the order the frames arrived.
+//! The rules live in `cgc_fresh_core::freshness::Freshness`; this actor
+//! only translates frames into inputs, effects into actions (start/cancel a
+//! sync, push a notice, persist and push the state), and arms the single
+//! one-shot wake-up the machine asks for (none while idle). Replies go back
+//! through the requesting connection's recipient, in arrival order.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
+use cgc_fresh_core::config::Settings;
+use cgc_fresh_core::freshness::{Effect, Freshness, FreshnessPolicy, Input, Millis};
 use cgc_fresh_proto::{
-    ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, FreshnessStatus, RequestId,
-    ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
+    Audience, ClientFrame, ConfigFrame, Envelope, Notice, RequestId, ServerFrame, StateFrame,
+    Welcome, PROTOCOL_VERSION,
 };
 
 use super::hub::NoticeHub;
-use super::messages::{ConfigChanged, ConnectionClosed, FromClient, Push};
+use super::messages::{ConfigChanged, ConnId, ConnectionClosed, FromClient, Push};
+use super::store::{FreshnessStore, Restored};
+use super::sync_runner::{
+    CancelRun, ForgetSession, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
+};
 use crate::config_load::LoadedConfig;
+use crate::paths::ServicePaths;
+use crate::supervisor::{RootSupervisor, StopSession};
 
 pub struct WorkspaceActor {
     workspace: PathBuf,
     config: Arc<LoadedConfig>,
     hub: NoticeHub,
+    supervisor: Addr<RootSupervisor>,
+    runner: Option<Addr<SyncRunner>>,
+    machine: Freshness,
+    store: FreshnessStore,
+    /// The one armed wake-up: when, and its handle.
+    wake: Option<(Millis, SpawnHandle)>,
+    /// The `instance` each connection introduced itself with.
+    instances: HashMap<ConnId, String>,
+    /// Fault injection for the panic-path tests (debug builds only).
+    panic_on_status: bool,
+}
+
+pub fn now() -> Millis {
+    Millis(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+    )
+}
+
+fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
+    FreshnessPolicy {
+        auto_sync: settings.freshness.auto_sync,
+        max_syncs_per_session: settings.freshness.max_syncs_per_session,
+        batch_ms: settings.freshness.batch_ms,
+        settle_ms: settings.freshness.settle_ms,
+        modifying_tools: settings.freshness.modifying_tools.clone(),
+        workspace_root: workspace.display().to_string(),
+    }
 }
 
 impl WorkspaceActor {
-    pub fn new(workspace: PathBuf, config: Arc<LoadedConfig>) -> Self {
+    pub fn new(
+        paths: &ServicePaths,
+        config: Arc<LoadedConfig>,
+        supervisor: Addr<RootSupervisor>,
+    ) -> Self {
+        let store = FreshnessStore::new(paths.state_dir.clone(), paths.state_file.clone());
+        let restored = match store.load() {
+            Restored::Found(record) => {
+                tracing::info!(event = "state_restored", path = %paths.state_file.display(), status = ?record.status);
+                Some(record)
+            }
+            Restored::Missing => None,
+            Restored::Unreadable(problem) => {
+                tracing::warn!(event = "state_unreadable", path = %paths.state_file.display(), problem = %problem);
+                None
+            }
+        };
+        let machine = Freshness::new(policy(&config.settings, &paths.workspace), restored, now());
         WorkspaceActor {
-            workspace,
+            workspace: paths.workspace.clone(),
             config,
             hub: NoticeHub::default(),
+            supervisor,
+            runner: None,
+            machine,
+            store,
+            wake: None,
+            instances: HashMap::new(),
+            panic_on_status: cfg!(debug_assertions)
+                && std::env::var_os("CGC_FRESH_FAULT_PANIC_ON_STATUS").is_some(),
         }
     }
 
     fn state_frame(&self) -> StateFrame {
-        StateFrame {
-            workspace: self.workspace.display().to_string(),
-            status: FreshnessStatus::Unknown,
-            last_synced_at: None,
-            stale_since: None,
-            last_error: None,
-            edit_epoch: 0,
-            syncing: false,
-            watcher: None,
-            backend: None,
-            detail: Some("no sync has completed since the service started".into()),
+        let mut frame = self.machine.state_frame();
+        if let Some(failure) = self.store.failure() {
+            if frame.last_error.is_none() {
+                frame.last_error = Some(failure.to_string());
+            }
         }
+        frame
     }
 
     fn config_frame(&self) -> ConfigFrame {
@@ -54,6 +116,114 @@ impl WorkspaceActor {
             values: self.config.render_json(),
             warnings: self.config.warning_texts(),
         }
+    }
+
+    /// Feeds one input to the machine and carries out what it decides.
+    fn apply(&mut self, input: Input, ctx: &mut Context<Self>) {
+        let mut queue = vec![input];
+        while let Some(input) = queue.pop() {
+            tracing::debug!(event = "freshness_input", input = ?input);
+            let effects = self.machine.handle(now(), input);
+            for effect in effects {
+                self.carry_out(effect, &mut queue);
+            }
+        }
+        self.rearm_wake(ctx);
+    }
+
+    fn carry_out(&mut self, effect: Effect, follow_up: &mut Vec<Input>) {
+        match effect {
+            Effect::StartSync {
+                flight,
+                session,
+                manual,
+            } => {
+                tracing::info!(
+                    event = "decision",
+                    decision = "start_sync",
+                    flight = flight.0,
+                    session = session.as_deref(),
+                    manual
+                );
+                if let Some(runner) = &self.runner {
+                    runner.do_send(RunSync { flight, session });
+                }
+            }
+            Effect::CancelSync { flight } => {
+                tracing::info!(
+                    event = "decision",
+                    decision = "cancel_sync",
+                    flight = flight.0
+                );
+                if let Some(runner) = &self.runner {
+                    runner.do_send(CancelRun { flight });
+                }
+            }
+            Effect::Notice {
+                session,
+                condition,
+                level,
+                text,
+            } => {
+                let frame = Envelope::new(ServerFrame::Notice(Notice {
+                    session: Some(session.clone()),
+                    condition,
+                    level,
+                    text: text.clone(),
+                    audience: Audience::User,
+                }));
+                let delivered = self.hub.broadcast(&frame);
+                tracing::info!(event = "notice", session = %session, condition = ?condition, level = ?level, delivered, text = %text);
+                if delivered > 0 {
+                    follow_up.push(Input::NoticeDelivered { session, condition });
+                }
+            }
+            Effect::RecordChanged => {
+                self.store.save(self.machine.record());
+                let state = self.state_frame();
+                tracing::info!(
+                    event = "transition",
+                    status = state.status.as_str(),
+                    stale_since = state.stale_since,
+                    last_synced_at = state.last_synced_at,
+                    edit_epoch = state.edit_epoch,
+                    syncing = state.syncing,
+                    last_error = state.last_error.as_deref(),
+                );
+                self.hub
+                    .broadcast(&Envelope::new(ServerFrame::State(state)));
+            }
+        }
+    }
+
+    /// Keeps exactly one one-shot timer armed for the machine's next
+    /// deadline, and none when it has none.
+    fn rearm_wake(&mut self, ctx: &mut Context<Self>) {
+        let wanted = self.machine.next_deadline();
+        if self.wake.as_ref().map(|(at, _)| *at) == wanted {
+            return;
+        }
+        if let Some((_, handle)) = self.wake.take() {
+            ctx.cancel_future(handle);
+        }
+        if let Some(at) = wanted {
+            let delay = Duration::from_millis(at.0.saturating_sub(now().0));
+            let handle = ctx.run_later(delay, |act, ctx| {
+                act.wake = None;
+                act.apply(Input::Wake, ctx);
+            });
+            self.wake = Some((at, handle));
+        }
+    }
+
+    fn end_session(&mut self, session: String, ctx: &mut Context<Self>) {
+        self.supervisor.do_send(StopSession {
+            session: session.clone(),
+        });
+        if let Some(runner) = &self.runner {
+            runner.do_send(ForgetSession(session.clone()));
+        }
+        self.apply(Input::SessionEnded { session }, ctx);
     }
 }
 
@@ -71,12 +241,26 @@ fn ack_if_asked(to: &Recipient<Push>, id: Option<RequestId>) {
 
 impl Actor for WorkspaceActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let runner = SyncRunner::new(
+            self.workspace.clone(),
+            self.config.settings.clone(),
+            self.supervisor.clone(),
+            ctx.address().recipient(),
+        )
+        .start();
+        self.runner = Some(runner);
+        // The restored record (now `unknown`) is what the disk should say.
+        self.store.save(self.machine.record());
+        self.rearm_wake(ctx);
+    }
 }
 
 impl Handler<FromClient> for WorkspaceActor {
     type Result = ();
 
-    fn handle(&mut self, msg: FromClient, _: &mut Self::Context) {
+    fn handle(&mut self, msg: FromClient, ctx: &mut Self::Context) {
         let FromClient {
             conn,
             peer,
@@ -87,6 +271,7 @@ impl Handler<FromClient> for WorkspaceActor {
         match frame {
             ClientFrame::Hello(hello) => {
                 tracing::info!(event = "hello", conn, peer_pid = peer.pid, client = %hello.client, instance = %hello.instance);
+                self.instances.insert(conn, hello.instance);
                 reply(
                     &reply_to,
                     id,
@@ -98,7 +283,12 @@ impl Handler<FromClient> for WorkspaceActor {
                     }),
                 );
             }
-            ClientFrame::Status => reply(&reply_to, id, ServerFrame::State(self.state_frame())),
+            ClientFrame::Status => {
+                if self.panic_on_status {
+                    panic!("fault injection: CGC_FRESH_FAULT_PANIC_ON_STATUS");
+                }
+                reply(&reply_to, id, ServerFrame::State(self.state_frame()))
+            }
             ClientFrame::Config => reply(&reply_to, id, ServerFrame::Config(self.config_frame())),
             ClientFrame::Subscribe => {
                 self.hub.subscribe(conn, reply_to.clone());
@@ -106,32 +296,95 @@ impl Handler<FromClient> for WorkspaceActor {
                 // A new subscriber sees where things stand right away.
                 reply(&reply_to, None, ServerFrame::State(self.state_frame()));
             }
-            ClientFrame::Sync => reply(
-                &reply_to,
-                id,
-                ServerFrame::Error(ErrorFrame::new(
-                    ErrorCode::Unavailable,
-                    "syncing is not available in this build",
-                )),
-            ),
-            ClientFrame::SessionStart(_)
-            | ClientFrame::ToolCall(_)
-            | ClientFrame::ToolResult(_)
-            | ClientFrame::SessionShutdown(_) => ack_if_asked(&reply_to, id),
+            ClientFrame::Sync => {
+                ack_if_asked(&reply_to, id);
+                tracing::info!(event = "sync_requested", conn, peer_pid = peer.pid);
+                self.apply(Input::SyncRequested { session: None }, ctx);
+            }
+            ClientFrame::SessionStart(start) => {
+                ack_if_asked(&reply_to, id);
+                let instance = self
+                    .instances
+                    .get(&conn)
+                    .cloned()
+                    .unwrap_or_else(|| format!("conn-{conn}"));
+                tracing::info!(event = "session_start", conn, session = %start.session, instance = %instance, reason = ?start.reason);
+                self.apply(
+                    Input::SessionStarted {
+                        session: start.session,
+                        instance,
+                        reason: start.reason,
+                    },
+                    ctx,
+                );
+            }
+            ClientFrame::ToolCall(call) => {
+                ack_if_asked(&reply_to, id);
+                tracing::debug!(event = "tool_call", session = %call.session, tool = %call.tool, paths = call.paths.len());
+                self.apply(
+                    Input::ToolCall {
+                        session: call.session,
+                        tool: call.tool,
+                        paths: call.paths,
+                    },
+                    ctx,
+                );
+            }
+            ClientFrame::ToolResult(result) => {
+                ack_if_asked(&reply_to, id);
+                self.apply(
+                    Input::ToolResult {
+                        session: result.session,
+                        tool: result.tool,
+                        ok: result.ok,
+                    },
+                    ctx,
+                );
+            }
+            ClientFrame::SessionShutdown(shutdown) => {
+                ack_if_asked(&reply_to, id);
+                tracing::info!(event = "session_shutdown", conn, session = %shutdown.session, reason = shutdown.reason.as_deref());
+                self.end_session(shutdown.session, ctx);
+            }
         }
     }
 }
 
 impl Handler<ConnectionClosed> for WorkspaceActor {
     type Result = ();
-    fn handle(&mut self, msg: ConnectionClosed, _: &mut Self::Context) {
+    fn handle(&mut self, msg: ConnectionClosed, ctx: &mut Self::Context) {
         self.hub.unsubscribe(msg.conn);
+        self.instances.remove(&msg.conn);
+        for session in msg.sessions {
+            tracing::info!(event = "session_lost", conn = msg.conn, session = %session, cause = "connection closed without session_shutdown");
+            self.end_session(session, ctx);
+        }
+    }
+}
+
+impl Handler<SyncReport> for WorkspaceActor {
+    type Result = ();
+    fn handle(&mut self, msg: SyncReport, ctx: &mut Self::Context) {
+        let flight = msg.flight;
+        let input = match msg.event {
+            SyncEvent::Busy { holder } => Input::SyncBusy { flight, holder },
+            SyncEvent::Declined { reason } => Input::SyncDeclined { flight, reason },
+            SyncEvent::Spawned { pid } => Input::SyncSpawned { flight, pid },
+            SyncEvent::Finished(outcome) => Input::SyncFinished { flight, outcome },
+        };
+        self.apply(input, ctx);
     }
 }
 
 impl Handler<ConfigChanged> for WorkspaceActor {
     type Result = ();
-    fn handle(&mut self, msg: ConfigChanged, _: &mut Self::Context) {
+    fn handle(&mut self, msg: ConfigChanged, ctx: &mut Self::Context) {
         self.config = msg.0;
+        self.machine
+            .set_policy(policy(&self.config.settings, &self.workspace));
+        if let Some(runner) = &self.runner {
+            runner.do_send(UseSettings(self.config.settings.clone()));
+        }
+        self.rearm_wake(ctx);
     }
 }

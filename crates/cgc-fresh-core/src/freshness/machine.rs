@@ -1,0 +1,804 @@
+//! The freshness state machine of one workspace: events in, decisions out.
+//!
+//! Every rule lives in one place here; the module docs of
+//! [`crate::freshness`] map the spec's requirements onto the functions below.
+
+use std::cmp::max;
+
+use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, StateFrame, WatcherFacts};
+
+use super::epoch::EditTracker;
+use super::events::{Effect, Input, SyncOutcome};
+use super::flight::{Flight, FlightId, FlightSlot, QueuedSync, SyncKind};
+use super::notice_text;
+use super::pending_paths::PendingPaths;
+use super::policy::FreshnessPolicy;
+use super::record::{FreshnessRecord, PendingSummary, RECORD_VERSION};
+use super::session::{Known, Registration, SessionKey, Sessions};
+use super::time::Millis;
+use super::workspace_path::{PathPlacement, WorkspaceRoot};
+
+/// The freshness of one workspace, with the sessions, edits and syncs that
+/// decide it. One per workspace; the shell feeds it every [`Input`] in the
+/// order it happened and carries out the returned [`Effect`]s.
+#[derive(Debug, Clone)]
+pub struct Freshness {
+    policy: FreshnessPolicy,
+    root: WorkspaceRoot,
+    record: FreshnessRecord,
+    restored: bool,
+    sessions: Sessions,
+    edits: EditTracker,
+    pending: PendingPaths,
+    flight: FlightSlot,
+    queued: Option<QueuedSync>,
+    /// The live session whose edit most recently opened or continued the
+    /// current episode: it pays for the automatic sync.
+    last_editor: Option<SessionKey>,
+    now: Millis,
+}
+
+/// What a modifying tool call touched inside the workspace.
+enum EditTarget {
+    /// These workspace-relative paths.
+    Paths(Vec<String>),
+    /// The call named no path: it may have touched anything.
+    Unknown,
+}
+
+/// How a sync that occupied the workspace ended.
+enum Ending {
+    Declined(String),
+    Outcome(SyncOutcome),
+}
+
+impl Freshness {
+    /// A machine for the workspace of `policy`. With a `restored` record
+    /// (read back from disk after a restart) the persisted times, error and
+    /// edit epoch are kept, but the status is `unknown` — never `fresh` — until
+    /// a sync completes; pending work from before the restart is kept as
+    /// "whole workspace". A watcher never survives the service, so its facts
+    /// are dropped.
+    pub fn new(policy: FreshnessPolicy, restored: Option<FreshnessRecord>, now: Millis) -> Self {
+        let was_restored = restored.is_some();
+        let (record, pending) = match restored {
+            None => (FreshnessRecord::unknown(), PendingPaths::new()),
+            Some(mut record) => {
+                let pending = if record.pending.is_empty() {
+                    PendingPaths::new()
+                } else {
+                    PendingPaths::whole_workspace()
+                };
+                record.version = RECORD_VERSION;
+                record.status = FreshnessStatus::Unknown;
+                record.watcher = None;
+                record.pending = pending.summary();
+                (record, pending)
+            }
+        };
+        Freshness {
+            root: WorkspaceRoot::new(&policy.workspace_root),
+            policy,
+            record,
+            restored: was_restored,
+            sessions: Sessions::default(),
+            edits: EditTracker::default(),
+            pending,
+            flight: FlightSlot::Idle,
+            queued: None,
+            last_editor: None,
+            now,
+        }
+    }
+
+    /// Takes one observation made at `now` and returns the decisions it
+    /// leads to. Time never runs backwards inside the machine: an earlier
+    /// `now` than already seen is read as the latest time seen.
+    ///
+    /// An input naming an ended session, a stale flight, or a tool that does
+    /// not modify files changes nothing and returns no effects;
+    /// `SyncSpawned` and `NoticeDelivered` only update bookkeeping and never
+    /// return effects either. Otherwise
+    /// everything due by `now` is done too (so a `Wake` is only needed when
+    /// nothing else arrives). [`Effect::RecordChanged`] comes last, once,
+    /// when the record changed.
+    pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Effect> {
+        let now = max(now, self.now);
+        let before = self.record.clone();
+        let mut effects = Vec::new();
+        if self.take(now, input, &mut effects) {
+            self.start_due_sync(&mut effects);
+        }
+        self.record.pending = self.pending_summary();
+        if self.record != before {
+            effects.push(Effect::RecordChanged);
+        }
+        effects
+    }
+
+    /// The one time at which the machine must be woken with
+    /// [`Input::Wake`] if nothing else arrives before; `None` while nothing
+    /// is waiting on time (idle, or a sync is running — its report will
+    /// come). The shell re-reads it after every `handle` and keeps exactly
+    /// one one-shot timer armed for it. A returned time may already have
+    /// passed only if no input was handled since; waking then is correct.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        if !self.flight.is_idle() {
+            return None;
+        }
+        let queued = self.queued?;
+        match queued.kind {
+            SyncKind::Manual { .. } => Some(queued.due_at),
+            SyncKind::Automatic { .. } => Some(match self.edits.all_settled_by() {
+                Some(settled) => max(queued.due_at, settled),
+                None => queued.due_at,
+            }),
+        }
+    }
+
+    /// The workspace's record, as persisted and reported.
+    pub fn record(&self) -> &FreshnessRecord {
+        &self.record
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &FreshnessPolicy {
+        &self.policy
+    }
+
+    /// Applies a reloaded configuration. Turning `autoSync` off drops a
+    /// queued automatic sync (a running one finishes); other values apply
+    /// from the next decision on. Re-read [`Freshness::next_deadline`]
+    /// afterwards.
+    pub fn set_policy(&mut self, policy: FreshnessPolicy) {
+        self.root = WorkspaceRoot::new(&policy.workspace_root);
+        self.policy = policy;
+        if !self.policy.auto_sync
+            && matches!(
+                self.queued,
+                Some(QueuedSync {
+                    kind: SyncKind::Automatic { .. },
+                    ..
+                })
+            )
+        {
+            self.queued = None;
+        }
+    }
+
+    /// Edited paths not yet taken by a sync.
+    pub fn pending_paths(&self) -> &PendingPaths {
+        &self.pending
+    }
+
+    /// The sync occupying the workspace (running, or cancelled and still
+    /// going away).
+    pub fn current_flight(&self) -> Option<FlightId> {
+        self.flight.id()
+    }
+
+    /// The names of the live sessions, sorted.
+    pub fn live_sessions(&self) -> impl Iterator<Item = &str> {
+        self.sessions.live_names()
+    }
+
+    /// Automatic syncs `session` spawned (net of busy refunds); `None` when
+    /// the session is not live.
+    pub fn automatic_syncs_spawned(&self, session: &str) -> Option<u32> {
+        match self.sessions.known(session) {
+            Known::Live(key) => self
+                .sessions
+                .get(key)
+                .map(|(_, live)| live.budget.spawned()),
+            Known::Ended | Known::Unknown => None,
+        }
+    }
+
+    /// The state frame this machine can fill in. The backend is not known
+    /// here; the shell adds it.
+    pub fn state_frame(&self) -> StateFrame {
+        StateFrame {
+            workspace: self.policy.workspace_root.clone(),
+            status: self.record.status,
+            last_synced_at: self.record.last_synced_at.map(Millis::get),
+            stale_since: self.record.stale_since.map(Millis::get),
+            last_error: self.record.last_error.clone(),
+            edit_epoch: self.record.edit_epoch,
+            syncing: matches!(self.flight, FlightSlot::Running(_)),
+            watcher: self.record.watcher.as_ref().map(|watcher| WatcherFacts {
+                mode: watcher.mode.clone(),
+                state: watcher.state.clone(),
+                pid: watcher.pid,
+                since: watcher.since.map(Millis::get),
+            }),
+            backend: None,
+            detail: self.detail(),
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------
+
+    /// Applies `input`; returns whether it was taken (and due work may run).
+    fn take(&mut self, now: Millis, input: Input, out: &mut Vec<Effect>) -> bool {
+        match input {
+            Input::SessionStarted {
+                session,
+                instance,
+                reason: _,
+            } => match self.sessions.register(&session, &instance) {
+                Registration::Unchanged => false,
+                Registration::Started { replaced } => {
+                    self.catch_up(now);
+                    if let Some(old) = replaced {
+                        self.end_lifetime(old, out);
+                    }
+                    true
+                }
+            },
+            Input::SessionEnded { session } => {
+                let Some(key) = self.sessions.end(&session) else {
+                    return false;
+                };
+                self.catch_up(now);
+                self.end_lifetime(key, out);
+                true
+            }
+            Input::ToolCall {
+                session,
+                tool,
+                paths,
+            } => {
+                if !self.policy.is_modifying(&tool) {
+                    return false;
+                }
+                let Some(key) = self.sessions.live_or_implicit(&session) else {
+                    return false;
+                };
+                self.catch_up(now);
+                match self.edit_target(&paths) {
+                    Some(target) => self.observe_edit(key, &tool, target, out),
+                    None => self
+                        .edits
+                        .record_call(key, &tool, now, self.policy.settle_ms, None),
+                }
+                true
+            }
+            Input::ToolResult {
+                session,
+                tool,
+                ok: _,
+            } => {
+                // A failed tool may still have written part of its edit; it
+                // counted at its call and settles now either way.
+                let Known::Live(key) = self.sessions.known(&session) else {
+                    return false;
+                };
+                self.catch_up(now);
+                self.edits.record_result(key, &tool);
+                true
+            }
+            Input::Wake => {
+                self.catch_up(now);
+                true
+            }
+            Input::SyncRequested { session } => {
+                let requester = match session.as_deref().map(|name| self.sessions.known(name)) {
+                    None | Some(Known::Unknown) => None,
+                    Some(Known::Live(key)) => Some(key),
+                    Some(Known::Ended) => return false,
+                };
+                self.catch_up(now);
+                if let FlightSlot::Running(flight) = &self.flight {
+                    if flight.covers_every_edit(self.record.edit_epoch) {
+                        // The running sync already covers every observed
+                        // edit: the request joins it instead of queueing a
+                        // second run that would find nothing new.
+                        return false;
+                    }
+                }
+                self.queued = Some(QueuedSync {
+                    due_at: now,
+                    kind: SyncKind::Manual { requester },
+                });
+                true
+            }
+            Input::SyncSpawned { flight, pid } => {
+                self.spawned(flight, pid);
+                false
+            }
+            Input::SyncBusy { flight, holder } => self.end_flight(
+                now,
+                flight,
+                Ending::Outcome(SyncOutcome::Busy { holder }),
+                out,
+            ),
+            Input::SyncDeclined { flight, reason } => {
+                self.end_flight(now, flight, Ending::Declined(reason), out)
+            }
+            Input::SyncFinished { flight, outcome } => {
+                self.end_flight(now, flight, Ending::Outcome(outcome), out)
+            }
+            Input::NoticeDelivered { session, condition } => {
+                if let Known::Live(key) = self.sessions.known(&session) {
+                    if let Some((_, live)) = self.sessions.get_mut(key) {
+                        live.ledger.mark_delivered(condition);
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    /// Moves the machine's clock to `now` and settles edits whose deadline
+    /// passed.
+    fn catch_up(&mut self, now: Millis) {
+        self.now = now;
+        self.edits.expire(now);
+    }
+
+    /// Where a modifying call's `paths` land: `None` when every one is
+    /// outside the workspace. A call with no paths at all may have touched
+    /// anything, so it counts (the conservative reading).
+    fn edit_target(&self, paths: &[String]) -> Option<EditTarget> {
+        if paths.is_empty() {
+            return Some(EditTarget::Unknown);
+        }
+        let inside: Vec<String> = paths
+            .iter()
+            .filter_map(|path| match self.root.place(path) {
+                PathPlacement::Inside(relative) => Some(relative),
+                PathPlacement::Outside => None,
+            })
+            .collect();
+        (!inside.is_empty()).then_some(EditTarget::Paths(inside))
+    }
+
+    /// Spec, "Conservative drift observation without probing" and "Dirty
+    /// after observed edits": an observed edit marks the workspace possibly
+    /// stale from its first edit on, offers the one-time staleness notice,
+    /// and (autoSync) arms the batching window — without starting anything.
+    fn observe_edit(
+        &mut self,
+        key: SessionKey,
+        tool: &str,
+        target: EditTarget,
+        out: &mut Vec<Effect>,
+    ) {
+        let now = self.now;
+        self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
+        let id = self.record.edit_epoch;
+        self.edits
+            .record_call(key, tool, now, self.policy.settle_ms, Some(id));
+        match target {
+            EditTarget::Unknown => self.pending.mark_whole_workspace(),
+            EditTarget::Paths(paths) => {
+                for path in paths {
+                    self.pending.insert(path);
+                }
+            }
+        }
+        self.last_editor = Some(key);
+        self.record.stale_since.get_or_insert(now);
+        match &mut self.flight {
+            // The running sync may miss this edit; its completion decides.
+            FlightSlot::Running(flight) => flight.note_edit(now),
+            FlightSlot::Idle | FlightSlot::Draining(_) => {
+                self.record.status = FreshnessStatus::PossiblyStale;
+            }
+        }
+        let text =
+            notice_text::possibly_stale(&self.policy.workspace_root, tool, self.policy.auto_sync);
+        self.offer(key, NoticeCondition::PossiblyStale, text, out);
+        if self.policy.auto_sync {
+            self.queue_automatic(key, now.plus(self.policy.batch_ms));
+        }
+    }
+
+    /// Design §4, "Trigger": the first drift arms the window (due at first
+    /// edit + batchMs); later edits do not push it back, but the latest
+    /// editor becomes the payer. A queued manual sync covers drift already.
+    fn queue_automatic(&mut self, payer: SessionKey, due_at: Millis) {
+        match &mut self.queued {
+            Some(QueuedSync {
+                kind:
+                    SyncKind::Automatic {
+                        payer: queued_payer,
+                    },
+                ..
+            }) => *queued_payer = payer,
+            Some(QueuedSync {
+                kind: SyncKind::Manual { .. },
+                ..
+            }) => {}
+            None => {
+                self.queued = Some(QueuedSync {
+                    due_at,
+                    kind: SyncKind::Automatic { payer },
+                });
+            }
+        }
+    }
+
+    /// A session lifetime ended (shutdown, or replaced by a new instance):
+    /// its edits are settled, an automatic sync it queued is dropped, and an
+    /// automatic sync it is paying for is cancelled — that sync's eventual
+    /// report is a stale completion. A manual sync is not tied to a session.
+    fn end_lifetime(&mut self, key: SessionKey, out: &mut Vec<Effect>) {
+        self.edits.end_session(key);
+        if self.last_editor == Some(key) {
+            self.last_editor = None;
+        }
+        match &mut self.queued {
+            Some(QueuedSync {
+                kind: SyncKind::Manual { requester },
+                ..
+            }) if *requester == Some(key) => *requester = None,
+            Some(QueuedSync {
+                kind: SyncKind::Automatic { payer },
+                ..
+            }) if *payer == key => self.queued = None,
+            _ => {}
+        }
+        let paid_by_ended =
+            matches!(&self.flight, FlightSlot::Running(flight) if flight.payer == Some(key));
+        if paid_by_ended {
+            if let FlightSlot::Running(flight) = std::mem::take(&mut self.flight) {
+                out.push(Effect::CancelSync { flight: flight.id });
+                self.record.status = self.status_without_claim(&flight);
+                self.pending.merge(flight.paths);
+                self.flight = FlightSlot::Draining(flight.id);
+            }
+        }
+    }
+
+    // ---- syncs --------------------------------------------------------
+
+    /// Starts the queued sync when it is due and the workspace is free.
+    /// Spec, "Lazy, budgeted drift sync": an automatic sync waits for the
+    /// observed edits to settle, needs a live paying session that has not
+    /// stopped on failures, and a free slot of its budget — otherwise the
+    /// session gets the one-time budget notice and nothing spawns. A manual
+    /// sync starts at once: it is not budgeted, and an edit still being
+    /// written when it starts only keeps it from claiming `fresh`.
+    fn start_due_sync(&mut self, out: &mut Vec<Effect>) {
+        if !self.flight.is_idle() {
+            return;
+        }
+        let Some(queued) = self.queued else {
+            return;
+        };
+        if queued.due_at > self.now {
+            return;
+        }
+        match queued.kind {
+            SyncKind::Manual { requester } => {
+                self.queued = None;
+                self.start(None, requester, out);
+            }
+            SyncKind::Automatic { payer } => {
+                if self.edits.has_unsettled() {
+                    return;
+                }
+                self.queued = None;
+                if !self.policy.auto_sync {
+                    return;
+                }
+                let max_syncs = self.policy.max_syncs_per_session;
+                let Some((_, live)) = self.sessions.get(payer) else {
+                    return;
+                };
+                if live.budget.is_failing() {
+                    return;
+                }
+                if !live.budget.has_slot(max_syncs) {
+                    let text =
+                        notice_text::budget_exhausted(&self.policy.workspace_root, max_syncs);
+                    self.offer(payer, NoticeCondition::BudgetExhausted, text, out);
+                    return;
+                }
+                self.start(Some(payer), Some(payer), out);
+            }
+        }
+    }
+
+    /// Decides a sync: snapshots the epoch, the unsettled edits and the
+    /// pending batch, and asks the shell to start it.
+    fn start(
+        &mut self,
+        payer: Option<SessionKey>,
+        named: Option<SessionKey>,
+        out: &mut Vec<Effect>,
+    ) {
+        self.record.sync_generation = self.record.sync_generation.saturating_add(1);
+        let id = FlightId(self.record.sync_generation);
+        let flight = Flight::start(
+            id,
+            payer,
+            self.record.edit_epoch,
+            &self.edits,
+            self.pending.take(),
+            self.record.status,
+        );
+        self.record.status = FreshnessStatus::Syncing;
+        out.push(Effect::StartSync {
+            flight: id,
+            session: named
+                .and_then(|key| self.sessions.name(key))
+                .map(str::to_string),
+            manual: payer.is_none(),
+        });
+        self.flight = FlightSlot::Running(Box::new(flight));
+    }
+
+    /// The sync process exists: an automatic sync consumes its payer's slot
+    /// now, once.
+    fn spawned(&mut self, id: FlightId, pid: u32) {
+        let FlightSlot::Running(flight) = &mut self.flight else {
+            return;
+        };
+        if flight.id != id {
+            return;
+        }
+        flight.pid = Some(pid);
+        if flight.slot_consumed {
+            return;
+        }
+        if let Some(payer) = flight.payer {
+            flight.slot_consumed = true;
+            if let Some((_, live)) = self.sessions.get_mut(payer) {
+                live.budget.consume_slot();
+            }
+        }
+    }
+
+    /// A terminal report about sync `id`. For the running sync it is the
+    /// completion transition; for a draining (cancelled) sync it makes no
+    /// claim and only frees the workspace; for any other id it is stale and
+    /// changes nothing.
+    fn end_flight(
+        &mut self,
+        now: Millis,
+        id: FlightId,
+        ending: Ending,
+        out: &mut Vec<Effect>,
+    ) -> bool {
+        match &self.flight {
+            FlightSlot::Draining(draining) if *draining == id => {
+                self.catch_up(now);
+                self.flight = FlightSlot::Idle;
+                return true;
+            }
+            FlightSlot::Running(flight) if flight.id == id => {}
+            _ => return false,
+        }
+        self.catch_up(now);
+        let FlightSlot::Running(flight) = std::mem::take(&mut self.flight) else {
+            return false;
+        };
+        // The episode the unconfirmed offers belonged to is over.
+        for (_, live) in self.sessions.live_mut() {
+            live.ledger.forget_undelivered();
+        }
+        match ending {
+            Ending::Declined(reason) => self.settle_declined(*flight, reason, out),
+            Ending::Outcome(SyncOutcome::Succeeded) => self.settle_succeeded(*flight, out),
+            Ending::Outcome(SyncOutcome::NotApplied { detail }) => {
+                self.settle_not_applied(*flight, detail, out)
+            }
+            Ending::Outcome(SyncOutcome::Failed { error }) => {
+                self.settle_failed(*flight, error, out)
+            }
+            Ending::Outcome(SyncOutcome::TimedOut { error }) => {
+                self.settle_failed(*flight, format!("timed out: {error}"), out)
+            }
+            Ending::Outcome(SyncOutcome::Busy { holder }) => self.settle_busy(*flight, holder, out),
+            Ending::Outcome(SyncOutcome::Cancelled) => {
+                self.record.status = self.status_without_claim(&flight);
+                self.pending.merge(flight.paths);
+            }
+        }
+        true
+    }
+
+    /// Spec, "Fresh after a completed sync" and "No false freshness": a
+    /// success claims `fresh` only when it covers every observed edit.
+    /// Otherwise the sync's time is recorded, the record stays possibly
+    /// stale from the first uncovered edit, and exactly one follow-up is
+    /// queued (the one already coalesced, or an automatic one).
+    fn settle_succeeded(&mut self, flight: Flight, out: &mut Vec<Effect>) {
+        let now = self.now;
+        self.record.last_synced_at = Some(now);
+        self.record.last_error = None;
+        for (_, live) in self.sessions.live_mut() {
+            live.budget.clear_failing();
+        }
+        if flight.covers_every_edit(self.record.edit_epoch) {
+            self.record.status = FreshnessStatus::Fresh;
+            self.record.stale_since = None;
+            let text = notice_text::sync_completed(&self.policy.workspace_root);
+            self.offer_to_all(NoticeCondition::SyncCompleted, &text, out);
+            return;
+        }
+        self.record.status = FreshnessStatus::PossiblyStale;
+        let first_uncovered = flight
+            .first_uncovered_at()
+            .or(self.record.stale_since)
+            .unwrap_or(now);
+        self.record.stale_since = Some(first_uncovered);
+        if flight.had_unsettled_edits() {
+            self.pending.merge(flight.paths);
+        }
+        if self.queued.is_none() && self.policy.auto_sync {
+            if let Some(payer) = self.last_editor.or(flight.payer) {
+                self.queued = Some(QueuedSync {
+                    due_at: max(now, first_uncovered.plus(self.policy.batch_ms)),
+                    kind: SyncKind::Automatic { payer },
+                });
+            }
+        }
+    }
+
+    /// A sync that applied nothing never claims `fresh`. Retrying would
+    /// apply nothing again, so nothing queued runs; the next drift or a
+    /// request may try again.
+    fn settle_not_applied(&mut self, flight: Flight, detail: String, out: &mut Vec<Effect>) {
+        self.record.status = FreshnessStatus::PossiblyStale;
+        let text = notice_text::sync_not_applied(&self.policy.workspace_root, &detail);
+        self.record.last_error = Some(detail);
+        self.pending.merge(flight.paths);
+        self.queued = None;
+        self.offer_to_all(NoticeCondition::SyncNotApplied, &text, out);
+    }
+
+    /// Spec, "Errors are contained": the failure is recorded and surfaced,
+    /// and failing work is retried at most once per session — the first
+    /// failure of a session's automatic sync queues one retry, the second
+    /// stops that session's automatic syncs until a sync succeeds. The
+    /// status is decided by [`Freshness::status_without_claim`].
+    fn settle_failed(&mut self, flight: Flight, error: String, out: &mut Vec<Effect>) {
+        self.record.status = self.status_without_claim(&flight);
+        self.pending.merge(flight.paths);
+        if let Some(payer) = flight.payer {
+            if let Some((_, live)) = self.sessions.get_mut(payer) {
+                let retry = live.budget.after_failure();
+                if retry && self.policy.auto_sync && self.queued.is_none() {
+                    self.queued = Some(QueuedSync {
+                        due_at: self.now,
+                        kind: SyncKind::Automatic { payer },
+                    });
+                }
+            }
+        }
+        let another_attempt = self.queued_sync_will_run();
+        let text = notice_text::sync_failed(&self.policy.workspace_root, &error, another_attempt);
+        self.record.last_error = Some(error);
+        self.offer_to_all(NoticeCondition::SyncFailed, &text, out);
+    }
+
+    /// Spec, "Sync skipped when busy": nothing was indexed, the state says
+    /// skipped-as-busy, a one-time notice names the holder, no slot is
+    /// consumed, and nothing is retried in a loop (the next drift or a
+    /// request may try again).
+    fn settle_busy(&mut self, flight: Flight, holder: String, out: &mut Vec<Effect>) {
+        if flight.slot_consumed {
+            if let Some((_, live)) = flight.payer.and_then(|payer| self.sessions.get_mut(payer)) {
+                live.budget.refund_slot();
+            }
+        }
+        self.record.status = FreshnessStatus::SkippedBusy;
+        let text = notice_text::sync_skipped_busy(&self.policy.workspace_root, &holder);
+        self.record.last_error = Some(format!("the graph database is held by {holder}"));
+        self.pending.merge(flight.paths);
+        self.queued = None;
+        self.offer_to_all(NoticeCondition::SyncSkippedBusy, &text, out);
+    }
+
+    /// The shell did not start the sync (e.g. no index, and creating one
+    /// needs consent). Nothing ran; asking again would be declined again.
+    fn settle_declined(&mut self, flight: Flight, reason: String, out: &mut Vec<Effect>) {
+        self.record.status = self.status_without_claim(&flight);
+        let text = notice_text::sync_declined(&self.policy.workspace_root, &reason);
+        self.record.last_error = Some(reason);
+        self.pending.merge(flight.paths);
+        self.queued = None;
+        self.offer_to_all(NoticeCondition::SyncDeclinedUnindexed, &text, out);
+    }
+
+    /// The status after a sync that ended without a claim (failed, timed
+    /// out, cancelled, declined):
+    /// - an uncovered edit exists: `possibly_stale`;
+    /// - no process ever ran (declined, a spawn that failed, cancelled
+    ///   before spawning): the graph was not touched, so the status the
+    ///   sync replaced comes back;
+    /// - a process ran and stopped part-way: it may have left the graph
+    ///   between states, so `possibly_stale` — except that `unknown` stays
+    ///   `unknown` (a failed sync adds no knowledge). Never `fresh`.
+    fn status_without_claim(&self, flight: &Flight) -> FreshnessStatus {
+        if self.record.stale_since.is_some() {
+            FreshnessStatus::PossiblyStale
+        } else if flight.pid.is_none() {
+            flight.status_before
+        } else if flight.status_before == FreshnessStatus::Unknown {
+            FreshnessStatus::Unknown
+        } else {
+            FreshnessStatus::PossiblyStale
+        }
+    }
+
+    /// Whether the queued sync would start when due (as far as is known now).
+    fn queued_sync_will_run(&self) -> bool {
+        match self.queued {
+            None => false,
+            Some(QueuedSync {
+                kind: SyncKind::Manual { .. },
+                ..
+            }) => true,
+            Some(QueuedSync {
+                kind: SyncKind::Automatic { payer },
+                ..
+            }) => self.sessions.get(payer).is_some_and(|(_, live)| {
+                !live.budget.is_failing() && live.budget.has_slot(self.policy.max_syncs_per_session)
+            }),
+        }
+    }
+
+    // ---- notices and reporting ---------------------------------------
+
+    /// Offers the notice for `condition` to one live session.
+    fn offer(
+        &mut self,
+        key: SessionKey,
+        condition: NoticeCondition,
+        text: String,
+        out: &mut Vec<Effect>,
+    ) {
+        if let Some((name, live)) = self.sessions.get_mut(key) {
+            if live.ledger.offer(condition) {
+                out.push(Effect::Notice {
+                    session: name.to_string(),
+                    condition,
+                    level: notice_text::level(condition),
+                    text,
+                });
+            }
+        }
+    }
+
+    /// Offers the notice for `condition` to every live session: a sync's
+    /// outcome concerns everyone working in the workspace.
+    fn offer_to_all(&mut self, condition: NoticeCondition, text: &str, out: &mut Vec<Effect>) {
+        for (name, live) in self.sessions.live_mut() {
+            if live.ledger.offer(condition) {
+                out.push(Effect::Notice {
+                    session: name.to_string(),
+                    condition,
+                    level: notice_text::level(condition),
+                    text: text.to_string(),
+                });
+            }
+        }
+    }
+
+    /// Work not yet covered: the pending batch plus the one in flight.
+    fn pending_summary(&self) -> PendingSummary {
+        match &self.flight {
+            FlightSlot::Running(flight) => self.pending.union_summary(&flight.paths),
+            FlightSlot::Idle | FlightSlot::Draining(_) => self.pending.summary(),
+        }
+    }
+
+    fn detail(&self) -> Option<String> {
+        match &self.flight {
+            FlightSlot::Running(flight) => Some(match flight.pid {
+                Some(pid) => format!("sync {} running (pid {pid})", flight.id.get()),
+                None => format!("sync {} starting", flight.id.get()),
+            }),
+            FlightSlot::Draining(id) => Some(format!("sync {} cancelled, stopping", id.get())),
+            FlightSlot::Idle if self.queued.is_some() => Some("a sync is queued".to_string()),
+            FlightSlot::Idle if self.restored && self.record.status == FreshnessStatus::Unknown => {
+                Some("restored from disk; unknown until a sync completes".to_string())
+            }
+            FlightSlot::Idle => None,
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The freshness state machine: whether a workspace's code graph can be
+//! trusted, and when to sync it.
+//!
+//! A pure machine: [`Freshness::handle`] takes one [`Input`] (a session or
+//! tool event from the harness, a person's sync request, the shell's report
+//! about a sync, or the passing of a deadline) with the time it happened, and
+//! returns [`Effect`]s (start or cancel a sync, show a notice, persist the
+//! record). [`Freshness::next_deadline`] is the one one-shot wake-up the
+//! shell arms; it is `None` whenever nothing waits on time, so an idle
+//! workspace runs no timer. Nothing here reads a clock, spawns, or touches a
+//! file.
+//!
+//! ```
+//! use cgc_fresh_core::freshness::{Effect, Freshness, FreshnessPolicy, Input, Millis, SyncOutcome};
+//! use cgc_fresh_proto::{FreshnessStatus, SessionStartReason};
+//!
+//! let mut machine = Freshness::new(FreshnessPolicy::with_defaults("/home/ann/proj"), None, Millis(0));
+//! machine.handle(Millis(0), Input::SessionStarted {
+//!     session: "s1".into(), instance: "pi-1".into(), reason: SessionStartReason::Startup,
+//! });
+//! machine.handle(Millis(10), Input::ToolCall {
+//!     session: "s1".into(), tool: "edit".into(), paths: vec!["src/main.rs".into()],
+//! });
+//! machine.handle(Millis(20), Input::ToolResult { session: "s1".into(), tool: "edit".into(), ok: true });
+//! assert_eq!(machine.record().status, FreshnessStatus::PossiblyStale);
+//! assert_eq!(machine.next_deadline(), Some(Millis(510))); // first edit + batchMs
+//!
+//! let effects = machine.handle(Millis(510), Input::Wake);
+//! let Some(&Effect::StartSync { flight, .. }) = effects.first() else { panic!() };
+//! machine.handle(Millis(600), Input::SyncSpawned { flight, pid: 4711 });
+//! machine.handle(Millis(900), Input::SyncFinished { flight, outcome: SyncOutcome::Succeeded });
+//! assert_eq!(machine.record().status, FreshnessStatus::Fresh);
+//! assert_eq!(machine.next_deadline(), None);
+//! ```
+//!
+//! # Where each rule lives
+//!
+//! | spec rule / design point | where |
+//! |---|---|
+//! | "Freshness state tracking": last successful sync time and a conservative dirty condition, shared by every surface | [`FreshnessRecord`] (`record.rs`), [`Freshness::state_frame`] |
+//! | "Dirty after observed edits": possibly stale with the time of the first observed edit | `observe_edit` (`machine.rs`) |
+//! | "Conservative drift observation without probing": edits are seen from tool calls only, placed lexically, no spawn at call time | `workspace_path.rs`, `observe_edit`; the sync waits for the batching window |
+//! | "No false freshness": fresh only if no edit after, or unsettled at, the sync's start | `epoch.rs` (settling), `Flight::covers_every_edit` (`flight.rs`), `settle_succeeded` |
+//! | "Lazy, budgeted drift sync": first drift triggers one sync after `batchMs`, dedup with the in-flight sync, `maxSyncsPerSession`, busy skip | `queue_automatic`, `start_due_sync`, `budget.rs`, `flight.rs`, `settle_busy` |
+//! | "One-time human-facing staleness notices": once per (session, condition), counted on delivery | `ledger.rs`, `offer`/`offer_to_all`, `notice_text.rs` |
+//! | "Errors are contained": recorded, surfaced, retried at most once per session | `settle_failed`, `SyncBudget::after_failure` |
+//! | "Freshness observation rebinds on session replacement": budget and ledger per session lifetime, record shared, idempotent registration | `session.rs`, `end_lifetime` |
+//! | Seed 002: bounded pending batch collapsing into a whole-workspace marker | `pending_paths.rs` |
+//! | Seed 003: single flight, stale completions rejected, every completion a defined transition | `flight.rs`, `end_flight` |
+//!
+//! # Choices the spec leaves open
+//!
+//! - **Who pays.** An automatic sync is paid from the budget of the live
+//!   session whose edit most recently opened or continued the episode. If
+//!   that session ends before the sync is due, the queued sync is dropped;
+//!   the record stays possibly stale until the next drift or a request.
+//! - **Settling before a start.** An automatic sync that is due waits until
+//!   every observed edit settled (by `tool_result`, or `settleMs` after its
+//!   call): a sync started under a half-written edit could not claim
+//!   `fresh`, and would waste a slot. A manual sync starts at once; an edit
+//!   unsettled at its start keeps it from claiming `fresh`.
+//! - **Follow-ups.** Drift or requests during a flight coalesce into one
+//!   queued sync (a request makes it manual). A success that cannot claim
+//!   `fresh` queues exactly one follow-up — the coalesced one, or an
+//!   automatic one. Busy, declined and not-applied outcomes drop the queue
+//!   (retrying at once would end the same way); the next drift may try
+//!   again. A cancelled sync keeps the queue.
+//! - **Status after a sync without a claim** (failed, timed out, cancelled,
+//!   declined): `possibly_stale` when an uncovered edit exists; otherwise
+//!   the previous status when no process ran (the graph was not touched);
+//!   otherwise `possibly_stale`, since a process stopped part-way may have
+//!   left the graph between states — except that `unknown` stays `unknown`.
+//! - **Which sessions hear what.** Staleness and budget notices go to the
+//!   session concerned; sync outcomes (completed, busy, failed, not applied,
+//!   declined) to every live session.
+//! - **Undelivered notices.** An offered notice is not repeated until a sync
+//!   settles; after that, one nobody confirmed may be offered again.
+//! - **Unannounced sessions.** A modifying `tool_call` from a session never
+//!   seen starts a lifetime for it (missing an edit would risk a false
+//!   `fresh`); a session replaced by a new extension instance ends the old
+//!   lifetime — cancelling its automatic sync — and starts a new one.
+//! - **Stale completion.** A report about a cancelled sync makes no claim
+//!   and changes no record; it only frees the workspace for the next sync
+//!   (the process it reported on is gone), which may then start.
+
+mod budget;
+mod epoch;
+mod events;
+mod flight;
+mod ledger;
+mod machine;
+pub mod notice_text;
+mod pending_paths;
+mod policy;
+mod record;
+mod session;
+mod time;
+mod workspace_path;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+pub use events::{Effect, Input, SyncOutcome};
+pub use flight::FlightId;
+pub use machine::Freshness;
+pub use pending_paths::{PendingPaths, MAX_PENDING_PATHS, MAX_PENDING_PATH_BYTES};
+pub use policy::{
+    FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MODIFYING_TOOLS,
+    DEFAULT_SETTLE_MS,
+};
+pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RECORD_VERSION};
+pub use session::MAX_ENDED_SESSIONS;
+pub use time::Millis;
+pub use workspace_path::{PathPlacement, WorkspaceRoot};

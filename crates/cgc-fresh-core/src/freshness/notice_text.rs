@@ -1,0 +1,163 @@
+//! The words of the notices: written for the person at the harness.
+//!
+//! Spec, "One-time human-facing staleness notices": notices are for people
+//! and MUST NOT be placed into the agent's context or prompt. Each says what
+//! happened, to which workspace, and what the person can do about it.
+//! Facts that come from outside (errors, lock holders) are clipped so a
+//! notice stays a line or two.
+
+use cgc_fresh_proto::{NoticeCondition, NoticeLevel};
+
+/// The longest excerpt of an outside fact (error text, holder) a notice
+/// quotes, in characters.
+const MAX_FACT_CHARS: usize = 300;
+
+/// How the person can sync by hand.
+const SYNC_HINT: &str = "run `cgc-fresh sync` (or `/cgc-fresh sync` in the agent)";
+
+/// How loud the notice for `condition` is.
+pub fn level(condition: NoticeCondition) -> NoticeLevel {
+    match condition {
+        NoticeCondition::PossiblyStale
+        | NoticeCondition::SyncCompleted
+        | NoticeCondition::WatcherStarted => NoticeLevel::Info,
+        NoticeCondition::SyncFailed
+        | NoticeCondition::WatcherNotVerified
+        | NoticeCondition::WatcherDied
+        | NoticeCondition::StateWriteFailed => NoticeLevel::Error,
+        NoticeCondition::SyncSkippedBusy
+        | NoticeCondition::SyncNotApplied
+        | NoticeCondition::SyncDeclinedUnindexed
+        | NoticeCondition::BudgetExhausted
+        | NoticeCondition::WatcherDeclinedBackend
+        | NoticeCondition::WatcherDeclinedUnindexed
+        | NoticeCondition::WatcherSkippedBusy => NoticeLevel::Warning,
+    }
+}
+
+/// An edit made the graph possibly stale.
+pub fn possibly_stale(workspace: &str, tool: &str, auto_sync: bool) -> String {
+    let next = if auto_sync {
+        format!("A background sync follows shortly; to sync now, {SYNC_HINT}.")
+    } else {
+        format!("Automatic sync is off; to update the graph, {SYNC_HINT}.")
+    };
+    format!(
+        "The code graph of {workspace} may be stale: `{}` edited files. {next}",
+        clip(tool)
+    )
+}
+
+/// A sync completed after every observed edit.
+pub fn sync_completed(workspace: &str) -> String {
+    format!("The code graph of {workspace} is up to date with every observed edit.")
+}
+
+/// A sync was skipped because another process holds the database.
+pub fn sync_skipped_busy(workspace: &str, holder: &str) -> String {
+    format!(
+        "Sync of {workspace} skipped: the graph database is held by another process ({}). \
+         Nothing was indexed and the graph may be stale; once it is free, {SYNC_HINT}.",
+        clip(holder)
+    )
+}
+
+/// A sync failed or timed out.
+pub fn sync_failed(workspace: &str, error: &str, another_attempt_follows: bool) -> String {
+    let next = if another_attempt_follows {
+        "Another attempt follows."
+    } else {
+        "No automatic retry follows."
+    };
+    format!(
+        "Sync of {workspace} failed: {}. The graph may be stale. {next} To try again, {SYNC_HINT}.",
+        clip(error)
+    )
+}
+
+/// A sync ran but applied nothing.
+pub fn sync_not_applied(workspace: &str, detail: &str) -> String {
+    format!(
+        "Sync of {workspace} ran but applied no changes ({}), so the graph may still be stale. \
+         The `reconcile` sync strategy (`cgc.syncStrategy`) applies edits to an indexed workspace.",
+        clip(detail)
+    )
+}
+
+/// A sync was not started (e.g. the workspace has no index and creating one
+/// needs consent).
+pub fn sync_declined(workspace: &str, reason: &str) -> String {
+    format!(
+        "No sync of {workspace} was started: {}. The graph is not updated.",
+        clip(reason)
+    )
+}
+
+/// A session used up its automatic syncs.
+pub fn budget_exhausted(workspace: &str, max_syncs: u32) -> String {
+    let syncs = if max_syncs == 1 { "sync" } else { "syncs" };
+    format!(
+        "This session has used its {max_syncs} automatic {syncs} of {workspace}; \
+         the code graph stays possibly stale. To update it, {SYNC_HINT}."
+    )
+}
+
+/// `fact` cut to [`MAX_FACT_CHARS`] characters, on one line.
+fn clip(fact: &str) -> String {
+    let one_line: String = fact
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= MAX_FACT_CHARS {
+        return one_line;
+    }
+    let mut clipped: String = one_line.chars().take(MAX_FACT_CHARS).collect();
+    clipped.push('…');
+    clipped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_condition_has_a_level() {
+        for condition in NoticeCondition::ALL {
+            let _ = level(condition);
+        }
+        assert_eq!(level(NoticeCondition::SyncFailed), NoticeLevel::Error);
+        assert_eq!(level(NoticeCondition::SyncCompleted), NoticeLevel::Info);
+    }
+
+    #[test]
+    fn stale_text_names_the_workspace_the_cause_and_the_remedy() {
+        let text = possibly_stale("/home/ann/proj", "edit", true);
+        assert!(text.contains("/home/ann/proj"), "{text}");
+        assert!(text.contains("`edit`"), "{text}");
+        assert!(text.contains("cgc-fresh sync"), "{text}");
+        assert!(text.contains("/cgc-fresh sync"), "{text}");
+        assert!(possibly_stale("/w", "edit", false).contains("Automatic sync is off"));
+    }
+
+    #[test]
+    fn busy_text_names_the_holder() {
+        let text = sync_skipped_busy("/w", "pid 4242: cgc watch .");
+        assert!(text.contains("pid 4242: cgc watch ."), "{text}");
+    }
+
+    #[test]
+    fn outside_facts_are_clipped_to_one_short_line() {
+        let error = format!("line one\nline two {}", "x".repeat(1_000));
+        let text = sync_failed("/w", &error, false);
+        assert!(!text.contains('\n'), "{text}");
+        assert!(text.contains('…'), "{text}");
+        assert!(text.chars().count() < 500, "{text}");
+    }
+
+    #[test]
+    fn budget_text_counts_syncs() {
+        assert!(budget_exhausted("/w", 1).contains("1 automatic sync of"));
+        assert!(budget_exhausted("/w", 2).contains("2 automatic syncs of"));
+    }
+}

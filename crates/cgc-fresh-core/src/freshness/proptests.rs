@@ -1,0 +1,632 @@
+//! Property tests: random interleavings of session starts, ends and
+//! replacements, tool calls and results, wakes, sync reports with random
+//! outcomes, notice deliveries and restarts (rebuilding the machine from its
+//! persisted record), checked after every step against a shadow model.
+//!
+//! The shadow keeps its own list of observed edits and a deliberately
+//! *permissive* notion of "settled" (any result of the same session and
+//! tool after the call settles it, as do the settle deadline and the end of
+//! the session). The machine settles no more than that, so "the shadow saw
+//! an unsettled edit at a sync's start" implies the machine did too — which
+//! is what makes the no-false-freshness check sound.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, SessionStartReason};
+use proptest::prelude::*;
+
+use super::*;
+
+const NAMES: [&str; 3] = ["a", "b", "c"];
+const INSTANCES: [&str; 2] = ["i1", "i2"];
+/// The third tool does not modify files.
+const TOOLS: [&str; 3] = ["edit", "write", "read"];
+/// Path lists a tool call may carry, and whether the call is an edit of
+/// the workspace `/ws`.
+const PATH_SETS: [(&[&str], bool); 6] = [
+    (&[], true),
+    (&["src/a.rs"], true),
+    (&["/ws/b.rs"], true),
+    (&["/elsewhere/c.rs"], false),
+    (&["../ws2/d.rs"], false),
+    (&["/ws/../ws/./e.rs", "/tmp/x"], true),
+];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Start {
+        name: usize,
+        instance: usize,
+    },
+    End {
+        name: usize,
+    },
+    Call {
+        name: usize,
+        tool: usize,
+        paths: usize,
+    },
+    Result {
+        name: usize,
+        tool: usize,
+    },
+    Wake,
+    WakeAtDeadline,
+    Request {
+        name: Option<usize>,
+    },
+    Spawn,
+    Busy,
+    Declined,
+    Finish(usize),
+    StaleReport,
+    DeliverEmitted(usize),
+    Deliver {
+        name: usize,
+        condition: usize,
+    },
+    Restart,
+}
+
+fn outcome(index: usize) -> SyncOutcome {
+    match index % 8 {
+        0..=2 => SyncOutcome::Succeeded,
+        3 => SyncOutcome::NotApplied {
+            detail: "skipped".into(),
+        },
+        4 => SyncOutcome::Failed {
+            error: "exit status 1".into(),
+        },
+        5 => SyncOutcome::TimedOut {
+            error: "600000 ms".into(),
+        },
+        6 => SyncOutcome::Busy {
+            holder: "pid 7: cgc watch .".into(),
+        },
+        _ => SyncOutcome::Cancelled,
+    }
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => (0..3usize, 0..2usize).prop_map(|(name, instance)| Op::Start { name, instance }),
+        1 => (0..3usize).prop_map(|name| Op::End { name }),
+        6 => (0..3usize, 0..3usize, 0..PATH_SETS.len())
+            .prop_map(|(name, tool, paths)| Op::Call { name, tool, paths }),
+        4 => (0..3usize, 0..3usize).prop_map(|(name, tool)| Op::Result { name, tool }),
+        2 => Just(Op::Wake),
+        3 => Just(Op::WakeAtDeadline),
+        1 => proptest::option::of(0..3usize).prop_map(|name| Op::Request { name }),
+        3 => Just(Op::Spawn),
+        1 => Just(Op::Busy),
+        1 => Just(Op::Declined),
+        4 => (0..8usize).prop_map(Op::Finish),
+        1 => Just(Op::StaleReport),
+        2 => any::<usize>().prop_map(Op::DeliverEmitted),
+        1 => (0..3usize, 0..NoticeCondition::ALL.len())
+            .prop_map(|(name, condition)| Op::Deliver { name, condition }),
+        1 => Just(Op::Restart),
+    ]
+}
+
+fn policy() -> impl Strategy<Value = FreshnessPolicy> {
+    (
+        prop::bool::weighted(0.85),
+        0..=3u32,
+        0..1_500u64,
+        1..4_000u64,
+    )
+        .prop_map(
+            |(auto_sync, max_syncs_per_session, batch_ms, settle_ms)| FreshnessPolicy {
+                auto_sync,
+                max_syncs_per_session,
+                batch_ms,
+                settle_ms,
+                modifying_tools: vec!["edit".into(), "write".into()],
+                workspace_root: "/ws".into(),
+            },
+        )
+}
+
+#[derive(Debug, Clone)]
+struct ShadowEdit {
+    lifetime: u64,
+    tool: &'static str,
+    at: u64,
+    settled: bool,
+}
+
+#[derive(Debug, Clone)]
+struct OpenFlight {
+    id: FlightId,
+    edits_at_start: usize,
+    unsettled_at_start: bool,
+    payer: Option<u64>,
+    cancelled: bool,
+    spawned: bool,
+}
+
+/// What the shadow expects of one step.
+#[derive(Debug, Default)]
+struct Expect {
+    /// The input names an ended session, a stale flight, or is a report
+    /// that never has effects: nothing may come out, nothing may change.
+    silent: bool,
+    cancel: Option<FlightId>,
+    succeeded: Option<OpenFlight>,
+    drained: bool,
+    wake: bool,
+}
+
+struct World {
+    policy: FreshnessPolicy,
+    machine: Freshness,
+    now: u64,
+    live: BTreeMap<&'static str, (Option<&'static str>, u64)>,
+    ended: BTreeMap<&'static str, Option<&'static str>>,
+    next_lifetime: u64,
+    edits: Vec<ShadowEdit>,
+    epoch_base: u64,
+    open: Option<OpenFlight>,
+    last_flight: Option<FlightId>,
+    closed: Vec<FlightId>,
+    fresh_basis: Option<usize>,
+    spawns: BTreeMap<u64, u32>,
+    delivered: BTreeSet<(u64, NoticeCondition)>,
+    emitted: Vec<(&'static str, NoticeCondition)>,
+}
+
+impl World {
+    fn new(policy: FreshnessPolicy) -> Self {
+        World {
+            machine: Freshness::new(policy.clone(), None, Millis(0)),
+            policy,
+            now: 0,
+            live: BTreeMap::new(),
+            ended: BTreeMap::new(),
+            next_lifetime: 0,
+            edits: Vec::new(),
+            epoch_base: 0,
+            open: None,
+            last_flight: None,
+            closed: Vec::new(),
+            fresh_basis: None,
+            spawns: BTreeMap::new(),
+            delivered: BTreeSet::new(),
+            emitted: Vec::new(),
+        }
+    }
+
+    fn new_lifetime(&mut self, name: &'static str, instance: Option<&'static str>) -> u64 {
+        self.next_lifetime += 1;
+        self.ended.remove(name);
+        self.live.insert(name, (instance, self.next_lifetime));
+        self.next_lifetime
+    }
+
+    fn end_lifetime(&mut self, lifetime: u64, expect: &mut Expect) {
+        for edit in &mut self.edits {
+            if edit.lifetime == lifetime {
+                edit.settled = true;
+            }
+        }
+        if let Some(open) = &mut self.open {
+            if open.payer == Some(lifetime) && !open.cancelled {
+                open.cancelled = true;
+                expect.cancel = Some(open.id);
+            }
+        }
+    }
+
+    fn any_unsettled(&self) -> bool {
+        self.edits
+            .iter()
+            .any(|edit| !edit.settled && self.now < edit.at + self.policy.settle_ms)
+    }
+
+    fn close(&mut self, expect: &mut Expect, refund: bool) -> Option<FlightId> {
+        let open = self.open.take()?;
+        if open.cancelled {
+            expect.drained = true;
+        } else if refund && open.spawned {
+            if let Some(payer) = open.payer {
+                *self.spawns.entry(payer).or_default() -= 1;
+            }
+        }
+        self.closed.push(open.id);
+        Some(open.id)
+    }
+
+    /// Turns `op` into an input and the shadow's expectations; `None` when
+    /// the op does not apply now.
+    fn prepare(&mut self, op: Op, expect: &mut Expect) -> Option<Input> {
+        match op {
+            Op::Start { name, instance } => {
+                let (name, instance) = (NAMES[name], INSTANCES[instance]);
+                match self.live.get(name).copied() {
+                    Some((Some(known), _)) if known == instance => expect.silent = true,
+                    Some((None, lifetime)) => {
+                        self.live.insert(name, (Some(instance), lifetime));
+                        expect.silent = true;
+                    }
+                    Some((Some(_), old)) => {
+                        self.end_lifetime(old, expect);
+                        self.new_lifetime(name, Some(instance));
+                    }
+                    None if self.ended.get(name) == Some(&Some(instance)) => expect.silent = true,
+                    None => {
+                        self.new_lifetime(name, Some(instance));
+                    }
+                }
+                Some(Input::SessionStarted {
+                    session: name.into(),
+                    instance: instance.into(),
+                    reason: SessionStartReason::Resume,
+                })
+            }
+            Op::End { name } => {
+                let name = NAMES[name];
+                match self.live.remove(name) {
+                    Some((instance, lifetime)) => {
+                        self.ended.insert(name, instance);
+                        self.end_lifetime(lifetime, expect);
+                    }
+                    None => expect.silent = true,
+                }
+                Some(Input::SessionEnded {
+                    session: name.into(),
+                })
+            }
+            Op::Call { name, tool, paths } => {
+                let (name, tool) = (NAMES[name], TOOLS[tool]);
+                let (path_list, is_edit) = PATH_SETS[paths];
+                if tool == "read" || self.ended.contains_key(name) {
+                    expect.silent = true;
+                } else {
+                    let lifetime = match self.live.get(name) {
+                        Some((_, lifetime)) => *lifetime,
+                        None => self.new_lifetime(name, None),
+                    };
+                    if is_edit {
+                        self.edits.push(ShadowEdit {
+                            lifetime,
+                            tool,
+                            at: self.now,
+                            settled: false,
+                        });
+                    }
+                }
+                Some(Input::ToolCall {
+                    session: name.into(),
+                    tool: tool.into(),
+                    paths: path_list.iter().map(|path| path.to_string()).collect(),
+                })
+            }
+            Op::Result { name, tool } => {
+                let (name, tool) = (NAMES[name], TOOLS[tool]);
+                match self.live.get(name) {
+                    Some((_, lifetime)) => {
+                        let lifetime = *lifetime;
+                        for edit in &mut self.edits {
+                            if edit.lifetime == lifetime && edit.tool == tool {
+                                edit.settled = true;
+                            }
+                        }
+                    }
+                    None => expect.silent = true,
+                }
+                Some(Input::ToolResult {
+                    session: name.into(),
+                    tool: tool.into(),
+                    ok: true,
+                })
+            }
+            Op::Wake => {
+                expect.wake = true;
+                Some(Input::Wake)
+            }
+            Op::WakeAtDeadline => {
+                if let Some(deadline) = self.machine.next_deadline() {
+                    self.now = self.now.max(deadline.get());
+                }
+                expect.wake = true;
+                Some(Input::Wake)
+            }
+            Op::Request { name } => {
+                let name = name.map(|name| NAMES[name]);
+                if name.is_some_and(|name| self.ended.contains_key(name)) {
+                    expect.silent = true;
+                }
+                Some(Input::SyncRequested {
+                    session: name.map(str::to_string),
+                })
+            }
+            Op::Spawn => {
+                let open = self.open.as_mut()?;
+                expect.silent = true;
+                if !open.cancelled && !open.spawned {
+                    open.spawned = true;
+                    if let Some(payer) = open.payer {
+                        *self.spawns.entry(payer).or_default() += 1;
+                    }
+                }
+                Some(Input::SyncSpawned {
+                    flight: open.id,
+                    pid: 42,
+                })
+            }
+            Op::Busy => {
+                let flight = self.close(expect, true)?;
+                Some(Input::SyncBusy {
+                    flight,
+                    holder: "pid 7: cgc watch .".into(),
+                })
+            }
+            Op::Declined => {
+                let flight = self.close(expect, false)?;
+                Some(Input::SyncDeclined {
+                    flight,
+                    reason: "not indexed".into(),
+                })
+            }
+            Op::Finish(index) => {
+                let outcome = outcome(index);
+                let open = self.open.clone()?;
+                let flight = self.close(expect, matches!(outcome, SyncOutcome::Busy { .. }))?;
+                if outcome == SyncOutcome::Succeeded && !open.cancelled {
+                    expect.succeeded = Some(open);
+                }
+                Some(Input::SyncFinished { flight, outcome })
+            }
+            Op::StaleReport => {
+                let flight = match (self.closed.last(), &self.open) {
+                    (Some(closed), _) => *closed,
+                    (None, Some(open)) => FlightId(open.id.get() + 1_000),
+                    (None, None) => return None,
+                };
+                expect.silent = true;
+                Some(Input::SyncFinished {
+                    flight,
+                    outcome: SyncOutcome::Succeeded,
+                })
+            }
+            Op::DeliverEmitted(index) => {
+                if self.emitted.is_empty() {
+                    return None;
+                }
+                let (name, condition) = self.emitted[index % self.emitted.len()];
+                Some(self.deliver(name, condition, expect))
+            }
+            Op::Deliver { name, condition } => {
+                Some(self.deliver(NAMES[name], NoticeCondition::ALL[condition], expect))
+            }
+            Op::Restart => None,
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        name: &'static str,
+        condition: NoticeCondition,
+        expect: &mut Expect,
+    ) -> Input {
+        if let Some((_, lifetime)) = self.live.get(name) {
+            self.delivered.insert((*lifetime, condition));
+        }
+        expect.silent = true;
+        Input::NoticeDelivered {
+            session: name.into(),
+            condition,
+        }
+    }
+
+    fn restart(&mut self) -> Result<(), TestCaseError> {
+        let text = self
+            .machine
+            .record()
+            .to_json()
+            .expect("a record serializes");
+        let record = FreshnessRecord::from_json(&text).expect("a record reads back");
+        prop_assert_eq!(&record, self.machine.record());
+        self.machine = Freshness::new(self.policy.clone(), Some(record), Millis(self.now));
+        prop_assert_eq!(self.machine.record().status, FreshnessStatus::Unknown);
+        prop_assert_eq!(
+            self.machine.record().edit_epoch,
+            self.epoch_base + self.edits.len() as u64
+        );
+        prop_assert_eq!(self.machine.next_deadline(), None);
+        self.live.clear();
+        self.ended.clear();
+        if let Some(open) = self.open.take() {
+            self.closed.push(open.id);
+        }
+        self.fresh_basis = None;
+        for edit in &mut self.edits {
+            edit.settled = true;
+        }
+        self.emitted.clear();
+        Ok(())
+    }
+
+    fn step(&mut self, dt: u64, op: Op) -> Result<(), TestCaseError> {
+        self.now += dt;
+        if matches!(op, Op::Restart) {
+            return self.restart();
+        }
+        let mut expect = Expect::default();
+        let Some(input) = self.prepare(op, &mut expect) else {
+            return Ok(());
+        };
+        let before = self.machine.record().clone();
+        let effects = self.machine.handle(Millis(self.now), input);
+        let record = self.machine.record().clone();
+
+        // RecordChanged: exactly once, last, iff the record changed.
+        let changes = effects
+            .iter()
+            .filter(|effect| **effect == Effect::RecordChanged)
+            .count();
+        prop_assert!(changes <= 1, "{:?}", effects);
+        prop_assert_eq!(changes == 1, record != before, "{:?}", effects);
+        if changes == 1 {
+            prop_assert_eq!(effects.last(), Some(&Effect::RecordChanged));
+        }
+
+        if expect.silent {
+            prop_assert!(effects.is_empty(), "expected no effects, got {:?}", effects);
+            prop_assert_eq!(&record, &before);
+        }
+
+        let cancels: Vec<FlightId> = effects
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::CancelSync { flight } => Some(*flight),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(cancels, expect.cancel.into_iter().collect::<Vec<_>>());
+
+        let mut started = false;
+        for effect in &effects {
+            match effect {
+                Effect::StartSync {
+                    flight,
+                    session,
+                    manual,
+                } => {
+                    prop_assert!(self.open.is_none(), "a second flight: {:?}", effects);
+                    prop_assert!(self.last_flight.is_none_or(|last| *flight > last));
+                    let payer = if *manual {
+                        None
+                    } else {
+                        prop_assert!(self.policy.auto_sync);
+                        let name = session
+                            .as_deref()
+                            .expect("an automatic sync names its payer");
+                        let lifetime = self.live.get(name).map(|(_, lifetime)| *lifetime);
+                        prop_assert!(lifetime.is_some(), "payer {} is not live", name);
+                        let lifetime = lifetime.unwrap_or_default();
+                        let spent = self.spawns.get(&lifetime).copied().unwrap_or(0);
+                        prop_assert!(spent < self.policy.max_syncs_per_session);
+                        Some(lifetime)
+                    };
+                    self.open = Some(OpenFlight {
+                        id: *flight,
+                        edits_at_start: self.edits.len(),
+                        unsettled_at_start: self.any_unsettled(),
+                        payer,
+                        cancelled: false,
+                        spawned: false,
+                    });
+                    self.last_flight = Some(*flight);
+                    started = true;
+                }
+                Effect::Notice {
+                    session, condition, ..
+                } => {
+                    let lifetime = self
+                        .live
+                        .get(session.as_str())
+                        .map(|(_, lifetime)| *lifetime);
+                    prop_assert!(
+                        lifetime.is_some(),
+                        "a notice to {} which is not live",
+                        session
+                    );
+                    let lifetime = lifetime.unwrap_or_default();
+                    prop_assert!(
+                        !self.delivered.contains(&(lifetime, *condition)),
+                        "{:?} for {} was delivered already",
+                        condition,
+                        session
+                    );
+                    // A stale completion claims nothing; the only notice in its
+                    // step can come from the queued sync it lets go ahead.
+                    prop_assert!(
+                        !expect.drained || *condition == NoticeCondition::BudgetExhausted,
+                        "a stale completion made a {:?} notice",
+                        condition
+                    );
+                    let name = NAMES
+                        .iter()
+                        .find(|name| **name == session.as_str())
+                        .copied()
+                        .unwrap_or("a");
+                    self.emitted.push((name, *condition));
+                }
+                Effect::CancelSync { .. } | Effect::RecordChanged => {}
+            }
+        }
+
+        if expect.drained && !started {
+            prop_assert_eq!(&record, &before, "a stale completion changed the record");
+        }
+
+        // Every observed edit is counted, and only those.
+        prop_assert_eq!(record.edit_epoch, self.epoch_base + self.edits.len() as u64);
+
+        // No false freshness. A success that the shadow sees covering every
+        // edit (none after its start, none unsettled at it) permits `fresh`
+        // — now, or later when a sync that never ran gives the status back —
+        // for as long as no further edit is observed. Nothing else does.
+        if let Some(flight) = &expect.succeeded {
+            if flight.edits_at_start == self.edits.len() && !flight.unsettled_at_start {
+                self.fresh_basis = Some(self.edits.len());
+            }
+        }
+        if record.status == FreshnessStatus::Fresh {
+            prop_assert_eq!(
+                self.fresh_basis,
+                Some(self.edits.len()),
+                "fresh without a success covering every edit"
+            );
+        }
+
+        // Budget: automatic spawns per session within the limit.
+        for spent in self.spawns.values() {
+            prop_assert!(*spent <= self.policy.max_syncs_per_session);
+        }
+
+        // Deadlines: none while a sync runs; none overdue after a wake; none
+        // means nothing would ever happen by time alone.
+        let deadline = self.machine.next_deadline();
+        if self.open.is_some() {
+            prop_assert_eq!(deadline, None);
+        }
+        if expect.wake {
+            prop_assert!(deadline.is_none_or(|deadline| deadline.get() > self.now));
+        }
+        if deadline.is_none() && self.open.is_none() {
+            let mut idle = self.machine.clone();
+            let later = idle.handle(Millis(self.now + 100_000_000), Input::Wake);
+            prop_assert!(
+                !later
+                    .iter()
+                    .any(|effect| matches!(effect, Effect::StartSync { .. })),
+                "work was pending without a deadline"
+            );
+        }
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        // Shrunk failures are reported in the test output; nothing is
+        // written into the source tree.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn random_interleavings_keep_every_invariant(
+        policy in policy(),
+        steps in prop::collection::vec((0..2_500u64, op()), 1..150),
+    ) {
+        let mut world = World::new(policy);
+        for (dt, op) in steps {
+            world.step(dt, op)?;
+        }
+    }
+}

@@ -1,0 +1,1333 @@
+//! Scenario tests: one per scenario of the spec's freshness requirements,
+//! plus the edge rules of the design (follow-ups, settling, batching, path
+//! filtering, restart, stale completions).
+
+use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, NoticeLevel, SessionStartReason};
+
+use super::*;
+
+const ROOT: &str = "/home/ann/proj";
+
+fn policy() -> FreshnessPolicy {
+    FreshnessPolicy {
+        auto_sync: true,
+        max_syncs_per_session: 2,
+        batch_ms: 500,
+        settle_ms: 30_000,
+        modifying_tools: vec!["edit".into(), "write".into()],
+        workspace_root: ROOT.into(),
+    }
+}
+
+/// A machine with a hand-moved clock.
+struct Bench {
+    machine: Freshness,
+    now: u64,
+}
+
+impl Bench {
+    fn new() -> Self {
+        Bench::with(policy())
+    }
+
+    fn with(policy: FreshnessPolicy) -> Self {
+        Bench {
+            machine: Freshness::new(policy, None, Millis(0)),
+            now: 0,
+        }
+    }
+
+    fn at(&mut self, ms: u64) -> &mut Self {
+        self.now = ms;
+        self
+    }
+
+    fn send(&mut self, input: Input) -> Vec<Effect> {
+        self.machine.handle(Millis(self.now), input)
+    }
+
+    fn start(&mut self, session: &str) -> Vec<Effect> {
+        self.start_as(
+            session,
+            &format!("pi-{session}"),
+            SessionStartReason::Startup,
+        )
+    }
+
+    fn start_as(
+        &mut self,
+        session: &str,
+        instance: &str,
+        reason: SessionStartReason,
+    ) -> Vec<Effect> {
+        self.send(Input::SessionStarted {
+            session: session.into(),
+            instance: instance.into(),
+            reason,
+        })
+    }
+
+    fn end(&mut self, session: &str) -> Vec<Effect> {
+        self.send(Input::SessionEnded {
+            session: session.into(),
+        })
+    }
+
+    fn call(&mut self, session: &str, tool: &str, paths: &[&str]) -> Vec<Effect> {
+        self.send(Input::ToolCall {
+            session: session.into(),
+            tool: tool.into(),
+            paths: paths.iter().map(|path| path.to_string()).collect(),
+        })
+    }
+
+    fn edit(&mut self, session: &str, path: &str) -> Vec<Effect> {
+        self.call(session, "edit", &[path])
+    }
+
+    fn result(&mut self, session: &str) -> Vec<Effect> {
+        self.send(Input::ToolResult {
+            session: session.into(),
+            tool: "edit".into(),
+            ok: true,
+        })
+    }
+
+    /// An edit at the current time whose result arrives 10 ms later.
+    fn settled_edit(&mut self, session: &str, path: &str) -> Vec<Effect> {
+        let mut effects = self.edit(session, path);
+        let now = self.now;
+        effects.extend(self.at(now + 10).result(session));
+        effects
+    }
+
+    fn wake(&mut self) -> Vec<Effect> {
+        self.send(Input::Wake)
+    }
+
+    fn request(&mut self, session: Option<&str>) -> Vec<Effect> {
+        self.send(Input::SyncRequested {
+            session: session.map(str::to_string),
+        })
+    }
+
+    fn spawned(&mut self, flight: FlightId) -> Vec<Effect> {
+        self.send(Input::SyncSpawned { flight, pid: 4711 })
+    }
+
+    fn finish(&mut self, flight: FlightId, outcome: SyncOutcome) -> Vec<Effect> {
+        self.send(Input::SyncFinished { flight, outcome })
+    }
+
+    fn deliver(&mut self, session: &str, condition: NoticeCondition) -> Vec<Effect> {
+        self.send(Input::NoticeDelivered {
+            session: session.into(),
+            condition,
+        })
+    }
+
+    fn status(&self) -> FreshnessStatus {
+        self.machine.record().status
+    }
+
+    /// Drives one automatic sync of the pending edits to success at the
+    /// current time + 1 000 ms; returns its flight.
+    fn sync_to_success(&mut self) -> FlightId {
+        let due = self.machine.next_deadline().expect("a sync is queued");
+        let flight = started(&self.at(due.get()).wake()).expect("the sync starts when due");
+        self.spawned(flight);
+        let done = due.get() + 1_000;
+        self.at(done).finish(flight, SyncOutcome::Succeeded);
+        flight
+    }
+}
+
+/// The flight of the `StartSync` in `effects`, if any.
+fn started(effects: &[Effect]) -> Option<FlightId> {
+    let starts: Vec<FlightId> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::StartSync { flight, .. } => Some(*flight),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        starts.len() <= 1,
+        "at most one start per input: {effects:?}"
+    );
+    starts.first().copied()
+}
+
+fn notices(effects: &[Effect]) -> Vec<(String, NoticeCondition)> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::Notice {
+                session, condition, ..
+            } => Some((session.clone(), *condition)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn notice_text(effects: &[Effect], wanted: NoticeCondition) -> String {
+    effects
+        .iter()
+        .find_map(|effect| match effect {
+            Effect::Notice {
+                condition, text, ..
+            } if *condition == wanted => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {wanted:?} notice in {effects:?}"))
+}
+
+fn pair(session: &str, condition: NoticeCondition) -> (String, NoticeCondition) {
+    (session.to_string(), condition)
+}
+
+/// A bench whose workspace is fresh at 5 000 ms, with session `s1` live.
+fn fresh_bench() -> Bench {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "src/main.rs");
+    bench.sync_to_success();
+    bench.at(5_000);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    bench
+}
+
+// ---- Requirement: Freshness state tracking ------------------------------
+
+#[test]
+fn fresh_after_a_completed_sync() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "src/main.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.at(1_600).spawned(flight);
+    let effects = bench.at(4_200).finish(flight, SyncOutcome::Succeeded);
+
+    assert_eq!(effects.last(), Some(&Effect::RecordChanged));
+    let record = bench.machine.record();
+    assert_eq!(record.status, FreshnessStatus::Fresh);
+    assert_eq!(record.last_synced_at, Some(Millis(4_200)));
+    assert_eq!(record.stale_since, None);
+    assert_eq!(record.last_error, None);
+    let frame = bench.machine.state_frame();
+    assert_eq!(frame.status, FreshnessStatus::Fresh);
+    assert_eq!(frame.last_synced_at, Some(4_200));
+    assert_eq!(frame.workspace, ROOT);
+    assert!(!frame.syncing);
+}
+
+#[test]
+fn dirty_after_observed_edits() {
+    let mut bench = fresh_bench();
+    bench.at(10_000).edit("s1", "src/lib.rs");
+    bench.at(10_200).edit("s1", "src/other.rs");
+
+    let record = bench.machine.record();
+    assert_eq!(record.status, FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        record.stale_since,
+        Some(Millis(10_000)),
+        "the first observed edit"
+    );
+    let frame = bench.machine.state_frame();
+    assert_eq!(frame.status, FreshnessStatus::PossiblyStale);
+    assert_eq!(frame.stale_since, Some(10_000));
+    assert_eq!(record.pending.paths, 2);
+}
+
+// ---- Requirement: Conservative drift observation without probing --------
+
+#[test]
+fn edit_observed_marks_dirty_without_spawns() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let effects = bench.at(1_000).edit("s1", "src/main.rs");
+
+    assert_eq!(started(&effects), None, "no cgc process at call time");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(effects.contains(&Effect::RecordChanged));
+    assert_eq!(
+        started(&bench.at(1_010).result("s1")),
+        None,
+        "settled, not yet due"
+    );
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(1_500)));
+    assert_eq!(
+        started(&bench.at(1_499).wake()),
+        None,
+        "batch window still open"
+    );
+    assert!(
+        started(&bench.at(1_500).wake()).is_some(),
+        "the sync starts only after the window"
+    );
+}
+
+#[test]
+fn no_false_freshness() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 10,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+
+    // Every ending other than a covering success leaves it not fresh.
+    let endings = [
+        SyncOutcome::Busy {
+            holder: "pid 1: cgc watch .".into(),
+        },
+        SyncOutcome::NotApplied {
+            detail: "cgc index skipped an indexed repository".into(),
+        },
+        SyncOutcome::Failed {
+            error: "exit status 1".into(),
+        },
+        SyncOutcome::Cancelled,
+    ];
+    let mut now = 2_000;
+    for ending in endings {
+        bench.at(now).request(None);
+        let flight = bench.machine.current_flight().unwrap();
+        bench.at(now + 100).spawned(flight);
+        bench.at(now + 200).finish(flight, ending.clone());
+        assert_ne!(bench.status(), FreshnessStatus::Fresh, "after {ending:?}");
+        assert_eq!(bench.machine.record().stale_since, Some(Millis(1_000)));
+        now += 1_000;
+    }
+    // A success whose start was before an edit is not fresh either.
+    bench.at(now).request(None);
+    let flight = bench.machine.current_flight().unwrap();
+    bench.at(now + 50).settled_edit("s1", "b.rs");
+    bench.at(now + 300).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(now + 50)));
+    // Only a new sync that covers everything makes it fresh.
+    let due = bench
+        .machine
+        .next_deadline()
+        .expect("one follow-up is queued");
+    assert_eq!(due, Millis(now + 550));
+    let follow_up = started(&bench.at(due.get()).wake()).expect("the follow-up starts");
+    bench
+        .at(now + 2_000)
+        .finish(follow_up, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+// ---- Requirement: Lazy, budgeted drift sync ------------------------------
+
+#[test]
+fn first_drift_triggers_a_background_sync() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let effects = bench.at(1_500).wake();
+    let flight = started(&effects).unwrap();
+    assert!(effects.contains(&Effect::StartSync {
+        flight,
+        session: Some("s1".into()),
+        manual: false,
+    }));
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
+    assert!(bench.machine.state_frame().syncing);
+
+    // Dedup: drift during the flight starts nothing now.
+    assert_eq!(started(&bench.at(1_600).settled_edit("s1", "b.rs")), None);
+    assert_eq!(started(&bench.at(5_000).wake()), None);
+    assert_eq!(
+        bench.machine.next_deadline(),
+        None,
+        "a running sync needs no timer"
+    );
+
+    // The slot is consumed at spawn, not at the decision.
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(0));
+    bench.at(1_700).spawned(flight);
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(1));
+    bench.at(1_800).spawned(flight);
+    assert_eq!(
+        bench.machine.automatic_syncs_spawned("s1"),
+        Some(1),
+        "once per sync"
+    );
+}
+
+#[test]
+fn sync_skipped_when_busy() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    let effects = bench.at(1_510).send(Input::SyncBusy {
+        flight,
+        holder: "pid 4242: cgc watch .".into(),
+    });
+
+    assert_eq!(bench.status(), FreshnessStatus::SkippedBusy);
+    assert!(
+        notice_text(&effects, NoticeCondition::SyncSkippedBusy).contains("pid 4242: cgc watch .")
+    );
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::SyncSkippedBusy)]
+    );
+    assert_eq!(
+        bench.machine.automatic_syncs_spawned("s1"),
+        Some(0),
+        "busy uses no slot"
+    );
+    assert_eq!(bench.machine.next_deadline(), None, "no retry loop");
+    assert_eq!(started(&bench.at(60_000).wake()), None);
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(1_000)));
+    bench.deliver("s1", NoticeCondition::SyncSkippedBusy);
+
+    // The next drift may try again; a spawned cgc that hits the lock
+    // refunds its slot, and the delivered busy notice is not repeated.
+    bench.at(70_000).settled_edit("s1", "b.rs");
+    let flight = started(&bench.at(70_500).wake()).unwrap();
+    bench.spawned(flight);
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(1));
+    let effects = bench.at(71_000).finish(
+        flight,
+        SyncOutcome::Busy {
+            holder: "pid 4242: cgc watch .".into(),
+        },
+    );
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(0));
+    assert_eq!(bench.status(), FreshnessStatus::SkippedBusy);
+    assert!(
+        notices(&effects).is_empty(),
+        "the busy notice was delivered this session"
+    );
+}
+
+#[test]
+fn budget_exhausted() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 1,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    bench.sync_to_success();
+
+    bench.at(10_000).settled_edit("s1", "b.rs");
+    let effects = bench.at(10_500).wake();
+    assert_eq!(started(&effects), None, "no spawn beyond the budget");
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::BudgetExhausted)]
+    );
+    assert!(notice_text(&effects, NoticeCondition::BudgetExhausted).contains("cgc-fresh sync"));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.next_deadline(), None);
+
+    bench.at(20_000).settled_edit("s1", "c.rs");
+    let effects = bench.at(20_500).wake();
+    assert_eq!(started(&effects), None);
+    assert!(notices(&effects).is_empty(), "the skip notice flows once");
+
+    // A person's sync is not budgeted.
+    assert!(started(&bench.at(21_000).request(Some("s1"))).is_some());
+}
+
+// ---- Requirement: One-time human-facing staleness notices ----------------
+
+#[test]
+fn stale_notice_shown_once() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let effects = bench.at(1_000).edit("s1", "a.rs");
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::PossiblyStale)]
+    );
+    let text = notice_text(&effects, NoticeCondition::PossiblyStale);
+    assert!(
+        text.contains(ROOT) && text.contains("cgc-fresh sync") && text.contains("/cgc-fresh sync")
+    );
+    bench.deliver("s1", NoticeCondition::PossiblyStale);
+
+    assert!(notices(&bench.at(1_100).edit("s1", "b.rs")).is_empty());
+    bench.at(1_200).result("s1");
+    bench.at(1_300).result("s1");
+    bench.sync_to_success();
+    assert!(
+        notices(&bench.at(9_000).edit("s1", "c.rs")).is_empty(),
+        "re-observed edits produce no further staleness notice this session"
+    );
+}
+
+#[test]
+fn sync_completion_is_visible() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.start("s2");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    let effects = bench.at(3_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(
+        notices(&effects),
+        [
+            pair("s1", NoticeCondition::SyncCompleted),
+            pair("s2", NoticeCondition::SyncCompleted)
+        ]
+    );
+    assert!(notice_text(&effects, NoticeCondition::SyncCompleted).contains(ROOT));
+    bench.deliver("s1", NoticeCondition::SyncCompleted);
+    bench.deliver("s2", NoticeCondition::SyncCompleted);
+
+    bench.at(5_000).settled_edit("s1", "b.rs");
+    let flight = started(&bench.at(5_500).wake()).unwrap();
+    let effects = bench.at(6_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert!(
+        notices(&effects).is_empty(),
+        "one completion notice per session"
+    );
+}
+
+/// The core's only text output is `Effect::Notice`, a notice for the person
+/// at the harness; nothing the machine returns is addressed to the agent.
+/// (That the shell keeps notices out of the prompt — the wire `audience:
+/// user` — is the shell's and the bridge's to test.) This drives every sync
+/// ending and checks, with an exhaustive match, that text only ever appears
+/// in notices for a live session.
+#[test]
+fn notices_stay_out_of_the_agent_prompt() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 1,
+        ..policy()
+    });
+    bench.start("s1");
+    let mut effects = bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    effects.extend(bench.at(1_600).send(Input::SyncBusy {
+        flight,
+        holder: "pid 9: cgc mcp start".into(),
+    }));
+    for (n, ending) in [
+        Ending::Declined,
+        Ending::Outcome(SyncOutcome::NotApplied {
+            detail: "skipped".into(),
+        }),
+        Ending::Outcome(SyncOutcome::Failed {
+            error: "boom".into(),
+        }),
+        Ending::Outcome(SyncOutcome::Succeeded),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let now = 2_000 + 1_000 * n as u64;
+        effects.extend(bench.at(now).request(None));
+        let flight = bench.machine.current_flight().unwrap();
+        effects.extend(match ending {
+            Ending::Declined => bench.at(now + 10).send(Input::SyncDeclined {
+                flight,
+                reason: "the workspace is not indexed".into(),
+            }),
+            Ending::Outcome(outcome) => bench.at(now + 10).finish(flight, outcome),
+        });
+    }
+    // One automatic sync uses the budget of one; the next drift finds it spent.
+    effects.extend(bench.at(9_000).settled_edit("s1", "b.rs"));
+    effects.extend(bench.at(9_500).wake());
+    let flight = bench.machine.current_flight().unwrap();
+    effects.extend(bench.spawned(flight));
+    effects.extend(bench.at(9_600).finish(flight, SyncOutcome::Succeeded));
+    effects.extend(bench.at(12_000).settled_edit("s1", "c.rs"));
+    effects.extend(bench.at(12_500).wake());
+
+    let mut seen = Vec::new();
+    for effect in &effects {
+        match effect {
+            Effect::Notice {
+                session,
+                condition,
+                level,
+                text,
+            } => {
+                assert_eq!(session, "s1");
+                assert_eq!(*level, notice_text::level(*condition));
+                assert!(text.contains(ROOT), "{text}");
+                seen.push(*condition);
+            }
+            Effect::StartSync { .. } | Effect::CancelSync { .. } | Effect::RecordChanged => {}
+        }
+    }
+    for condition in [
+        NoticeCondition::PossiblyStale,
+        NoticeCondition::SyncSkippedBusy,
+        NoticeCondition::SyncDeclinedUnindexed,
+        NoticeCondition::SyncNotApplied,
+        NoticeCondition::SyncFailed,
+        NoticeCondition::SyncCompleted,
+        NoticeCondition::BudgetExhausted,
+    ] {
+        assert!(
+            seen.contains(&condition),
+            "{condition:?} not driven: {seen:?}"
+        );
+    }
+}
+
+enum Ending {
+    Declined,
+    Outcome(SyncOutcome),
+}
+
+// ---- Requirement: Freshness observation rebinds on session replacement ---
+
+#[test]
+fn a_resumed_session_marks_drift() {
+    let mut bench = Bench::new();
+    bench.start_as("s1", "pi-1", SessionStartReason::Startup);
+    bench.at(100).end("s1");
+    assert_eq!(
+        bench.at(200).edit("s1", "a.rs"),
+        [],
+        "the replaced session is dormant"
+    );
+
+    // `/resume` re-runs the extension with a fresh API instance.
+    bench
+        .at(300)
+        .start_as("s1", "pi-2", SessionStartReason::Resume);
+    let effects = bench.at(1_000).settled_edit("s1", "a.rs");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.record().edit_epoch, 1);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::PossiblyStale)]
+    );
+    let effects = bench.at(1_500).wake();
+    assert!(effects.contains(&Effect::StartSync {
+        flight: FlightId(1),
+        session: Some("s1".into()),
+        manual: false
+    }));
+
+    // A resumed session under a new name works the same way.
+    let mut bench = Bench::new();
+    bench.start("old");
+    bench.at(100).end("old");
+    bench
+        .at(200)
+        .start_as("new", "pi-9", SessionStartReason::Resume);
+    bench.at(1_000).settled_edit("new", "a.rs");
+    assert!(started(&bench.at(1_500).wake()).is_some());
+}
+
+#[test]
+fn the_sync_budget_rearms_per_session() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 1,
+        ..policy()
+    });
+    bench.start_as("s1", "pi-1", SessionStartReason::Startup);
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    bench.sync_to_success();
+    bench.at(10_000).settled_edit("s1", "b.rs");
+    assert_eq!(started(&bench.at(10_500).wake()), None, "s1 is exhausted");
+
+    bench.at(11_000).end("s1");
+    bench
+        .at(11_100)
+        .start_as("s2", "pi-2", SessionStartReason::New);
+    assert_eq!(
+        bench.machine.record().stale_since,
+        Some(Millis(10_000)),
+        "the record persists"
+    );
+    bench.at(12_000).settled_edit("s2", "c.rs");
+    let effects = bench.at(12_500).wake();
+    assert!(effects.contains(&Effect::StartSync {
+        flight: FlightId(2),
+        session: Some("s2".into()),
+        manual: false
+    }));
+
+    // Replacement of a live session by a new instance re-arms too.
+    let flight = bench.machine.current_flight().unwrap();
+    bench.spawned(flight);
+    bench.at(13_000).finish(flight, SyncOutcome::Succeeded);
+    bench
+        .at(13_100)
+        .start_as("s2", "pi-3", SessionStartReason::Reload);
+    assert_eq!(bench.machine.automatic_syncs_spawned("s2"), Some(0));
+    bench.at(14_000).settled_edit("s2", "d.rs");
+    assert!(started(&bench.at(14_500).wake()).is_some());
+}
+
+#[test]
+fn same_api_re_registration_adds_no_duplicate_handler() {
+    let mut bench = Bench::new();
+    assert_eq!(
+        bench.start_as("s1", "pi-1", SessionStartReason::Startup),
+        []
+    );
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+
+    assert_eq!(
+        bench
+            .at(1_600)
+            .start_as("s1", "pi-1", SessionStartReason::Startup),
+        []
+    );
+    assert_eq!(bench.machine.live_sessions().collect::<Vec<_>>(), ["s1"]);
+    assert_eq!(
+        bench.machine.current_flight(),
+        Some(flight),
+        "the running sync is kept"
+    );
+    assert_eq!(
+        bench.machine.automatic_syncs_spawned("s1"),
+        Some(1),
+        "the budget is not re-armed"
+    );
+
+    let effects = bench.at(1_700).edit("s1", "b.rs");
+    assert_eq!(
+        bench.machine.record().edit_epoch,
+        2,
+        "one edit is observed once"
+    );
+    assert!(notices(&effects).is_empty(), "the ledger was not reset");
+}
+
+// ---- Requirement: Fail-open operation and teardown -----------------------
+
+#[test]
+fn errors_are_contained_recorded_and_retried_once_per_session() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 10,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+    let effects = bench.at(2_000).finish(
+        flight,
+        SyncOutcome::Failed {
+            error: "cgc exited with status 2".into(),
+        },
+    );
+    let record = bench.machine.record();
+    assert_eq!(
+        record.last_error.as_deref(),
+        Some("cgc exited with status 2")
+    );
+    assert_eq!(record.stale_since, Some(Millis(1_000)));
+    assert!(notice_text(&effects, NoticeCondition::SyncFailed).contains("Another attempt follows"));
+    let retry = started(&effects).expect("one retry follows at once");
+    assert_eq!(record.status, FreshnessStatus::Syncing);
+    bench.deliver("s1", NoticeCondition::SyncFailed);
+
+    bench.spawned(retry);
+    let effects = bench.at(3_000).finish(
+        retry,
+        SyncOutcome::TimedOut {
+            error: "600000 ms passed".into(),
+        },
+    );
+    assert_eq!(started(&effects), None, "no second retry");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(
+        notices(&effects).is_empty(),
+        "the delivered failure notice is not repeated"
+    );
+    assert_eq!(
+        bench.machine.record().last_error.as_deref(),
+        Some("timed out: 600000 ms passed")
+    );
+    bench.at(4_000).settled_edit("s1", "b.rs");
+    assert_eq!(
+        started(&bench.at(4_500).wake()),
+        None,
+        "failing work is not retried again"
+    );
+    assert_eq!(bench.machine.next_deadline(), None);
+
+    // A person can still sync; its success lifts the stop.
+    let flight = started(&bench.at(5_000).request(Some("s1"))).unwrap();
+    bench.at(6_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    bench.at(7_000).settled_edit("s1", "c.rs");
+    assert!(started(&bench.at(7_500).wake()).is_some());
+}
+
+#[test]
+fn a_failure_on_an_unknown_workspace_with_no_edit_stays_unknown() {
+    let mut bench = Bench::new();
+    let flight = started(&bench.at(100).request(None)).unwrap();
+    bench.at(200).finish(
+        flight,
+        SyncOutcome::Failed {
+            error: "no cgc on PATH".into(),
+        },
+    );
+    assert_eq!(bench.status(), FreshnessStatus::Unknown);
+    assert_eq!(
+        bench.machine.record().last_error.as_deref(),
+        Some("no cgc on PATH")
+    );
+}
+
+#[test]
+fn a_session_ending_cancels_its_automatic_sync_and_its_completion_is_stale() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+
+    let effects = bench.at(1_700).end("s1");
+    assert_eq!(
+        effects,
+        [Effect::CancelSync { flight }, Effect::RecordChanged]
+    );
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale, "no claim");
+    assert_eq!(
+        bench.machine.current_flight(),
+        Some(flight),
+        "still going away"
+    );
+
+    let record = bench.machine.record().clone();
+    let effects = bench.at(1_800).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(effects, [], "a stale completion changes nothing");
+    assert_eq!(bench.machine.record(), &record);
+    assert_eq!(
+        bench.machine.current_flight(),
+        None,
+        "the workspace is free again"
+    );
+    assert_eq!(bench.at(1_900).finish(flight, SyncOutcome::Succeeded), []);
+    assert_eq!(bench.at(2_000).spawned(flight), []);
+}
+
+#[test]
+fn a_manual_sync_is_not_tied_to_its_session() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.start("s2");
+    let flight = started(&bench.at(100).request(Some("s1"))).unwrap();
+    assert_eq!(bench.at(200).end("s1"), []);
+    let effects = bench.at(300).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(
+        notices(&effects),
+        [pair("s2", NoticeCondition::SyncCompleted)]
+    );
+}
+
+#[test]
+fn inputs_naming_an_ended_session_change_nothing() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).end("s1");
+    let record = bench.machine.record().clone();
+    for input in [
+        Input::ToolCall {
+            session: "s1".into(),
+            tool: "edit".into(),
+            paths: vec!["a.rs".into()],
+        },
+        Input::ToolResult {
+            session: "s1".into(),
+            tool: "edit".into(),
+            ok: true,
+        },
+        Input::SyncRequested {
+            session: Some("s1".into()),
+        },
+        Input::NoticeDelivered {
+            session: "s1".into(),
+            condition: NoticeCondition::PossiblyStale,
+        },
+        Input::SessionEnded {
+            session: "s1".into(),
+        },
+        Input::SessionStarted {
+            session: "s1".into(),
+            instance: "pi-s1".into(),
+            reason: SessionStartReason::Reload,
+        },
+    ] {
+        assert_eq!(bench.at(200).send(input.clone()), [], "{input:?}");
+    }
+    assert_eq!(bench.machine.record(), &record);
+    assert_eq!(bench.machine.live_sessions().count(), 0);
+    assert_eq!(bench.machine.next_deadline(), None);
+}
+
+// ---- design edges --------------------------------------------------------
+
+#[test]
+fn an_edit_during_a_flight_queues_exactly_one_follow_up() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+    for n in 0..5 {
+        let effects = bench
+            .at(1_600 + n * 100)
+            .settled_edit("s1", &format!("f{n}.rs"));
+        assert_eq!(started(&effects), None);
+        assert_eq!(
+            bench.status(),
+            FreshnessStatus::Syncing,
+            "syncing, follow-up queued"
+        );
+    }
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(1_000)));
+
+    let effects = bench.at(3_000).finish(flight, SyncOutcome::Succeeded);
+    let record = bench.machine.record();
+    // Not fresh; the one follow-up (due at 1 600 + 500) starts at once.
+    assert_eq!(record.status, FreshnessStatus::Syncing);
+    assert_eq!(
+        record.last_synced_at,
+        Some(Millis(3_000)),
+        "the sync did run"
+    );
+    assert_eq!(
+        record.stale_since,
+        Some(Millis(1_600)),
+        "the first edit not covered"
+    );
+    assert!(notices(&effects).is_empty(), "no completion claim");
+    let follow_up = started(&effects).expect("the follow-up starts");
+    assert_ne!(follow_up, flight);
+
+    let effects = bench.at(4_000).finish(follow_up, SyncOutcome::Succeeded);
+    assert_eq!(started(&effects), None, "exactly one follow-up");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.next_deadline(), None);
+}
+
+#[test]
+fn an_edit_unsettled_at_the_start_is_not_fresh() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).edit("s1", "a.rs");
+    let effects = bench.at(1_200).request(Some("s1"));
+    let flight = started(&effects).expect("a manual sync starts at once");
+    assert!(effects.contains(&Effect::StartSync {
+        flight,
+        session: Some("s1".into()),
+        manual: true
+    }));
+    bench.at(1_300).result("s1");
+    let effects = bench.at(2_000).finish(flight, SyncOutcome::Succeeded);
+    let record = bench.machine.record();
+    assert_ne!(record.status, FreshnessStatus::Fresh);
+    assert_eq!(record.stale_since, Some(Millis(1_000)));
+    assert_eq!(
+        record.edit_epoch, 1,
+        "no edit after the start; unsettled at it"
+    );
+    assert_eq!(
+        record.pending.paths, 1,
+        "its path is pending again (in the follow-up)"
+    );
+    let follow_up = started(&effects).expect("one automatic follow-up, due already");
+    assert!(effects.contains(&Effect::StartSync {
+        flight: follow_up,
+        session: Some("s1".into()),
+        manual: false
+    }));
+    bench.at(3_000).finish(follow_up, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+#[test]
+fn a_due_sync_waits_for_the_settle_deadline() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        settle_ms: 2_000,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).edit("s1", "a.rs");
+    assert_eq!(
+        bench.machine.next_deadline(),
+        Some(Millis(3_000)),
+        "max(1 500, 1 000 + 2 000)"
+    );
+    assert_eq!(
+        started(&bench.at(1_500).wake()),
+        None,
+        "due, but the edit is unsettled"
+    );
+    assert_eq!(started(&bench.at(2_999).wake()), None);
+    assert!(started(&bench.at(3_000).wake()).is_some());
+
+    // A result settles it earlier and lets the sync start at once.
+    let mut bench = Bench::with(FreshnessPolicy {
+        settle_ms: 2_000,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).edit("s1", "a.rs");
+    assert_eq!(started(&bench.at(1_500).wake()), None);
+    assert!(started(&bench.at(1_700).result("s1")).is_some());
+}
+
+#[test]
+fn the_batch_window_is_not_pushed_back() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    bench.at(1_300).settled_edit("s1", "b.rs");
+    bench.at(1_450).settled_edit("s1", "c.rs");
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(1_500)));
+    assert!(started(&bench.at(1_500).wake()).is_some());
+}
+
+#[test]
+fn paths_are_filtered_lexically() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    assert_eq!(
+        bench
+            .at(100)
+            .call("s1", "edit", &["/tmp/x.rs", "../other/y.rs"]),
+        []
+    );
+    assert_eq!(
+        bench.at(100).call("s1", "read", &["src/a.rs"]),
+        [],
+        "not a modifying tool"
+    );
+    assert_eq!(bench.machine.record().edit_epoch, 0);
+
+    bench.at(200).call(
+        "s1",
+        "write",
+        &["../proj/src/a.rs", "/home/ann/proj/./b.rs", "/etc/c"],
+    );
+    assert_eq!(bench.machine.record().edit_epoch, 1);
+    assert_eq!(
+        bench.machine.pending_paths().paths().collect::<Vec<_>>(),
+        ["b.rs", "src/a.rs"]
+    );
+
+    bench.at(300).call("s1", "edit", &[]);
+    assert_eq!(
+        bench.machine.record().edit_epoch,
+        2,
+        "an unknown target counts"
+    );
+    assert!(bench.machine.record().pending.whole_workspace);
+}
+
+#[test]
+fn the_result_of_a_call_outside_the_workspace_settles_no_edit() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        settle_ms: 5_000,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).edit("s1", "/tmp/outside.rs");
+    bench.at(1_100).edit("s1", "inside.rs");
+    bench.at(1_200).result("s1"); // the outside call's result
+    assert_eq!(
+        started(&bench.at(1_600).wake()),
+        None,
+        "the inside edit is still unsettled"
+    );
+    assert!(started(&bench.at(1_700).result("s1")).is_some());
+}
+
+#[test]
+fn pending_paths_overflow_into_a_whole_workspace_marker() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let paths: Vec<String> = (0..=MAX_PENDING_PATHS)
+        .map(|n| format!("gen/f{n}.rs"))
+        .collect();
+    bench.at(100).send(Input::ToolCall {
+        session: "s1".into(),
+        tool: "write".into(),
+        paths,
+    });
+    let record = bench.machine.record();
+    assert_eq!(record.edit_epoch, 1);
+    assert_eq!(
+        record.pending,
+        PendingSummary {
+            paths: 0,
+            whole_workspace: true
+        }
+    );
+    assert_eq!(bench.machine.pending_paths().len(), 0);
+}
+
+#[test]
+fn a_restart_restores_the_record_as_unknown() {
+    let mut bench = fresh_bench();
+    bench.at(9_000).edit("s1", "late.rs");
+    let text = bench.machine.record().to_json().unwrap();
+    let before = FreshnessRecord::from_json(&text).unwrap();
+
+    let machine = Freshness::new(policy(), Some(before.clone()), Millis(20_000));
+    let record = machine.record();
+    assert_eq!(
+        record.status,
+        FreshnessStatus::Unknown,
+        "never fresh after a restart"
+    );
+    assert_eq!(record.last_synced_at, before.last_synced_at);
+    assert_eq!(record.stale_since, Some(Millis(9_000)));
+    assert_eq!(record.edit_epoch, before.edit_epoch);
+    assert!(
+        record.pending.whole_workspace,
+        "pending work from before is kept as a whole"
+    );
+    assert_eq!(machine.next_deadline(), None);
+    assert_eq!(
+        machine.state_frame().detail.as_deref(),
+        Some("restored from disk; unknown until a sync completes")
+    );
+
+    // A restored fresh record is unknown too, and flight ids continue.
+    let mut bench = fresh_bench();
+    let old_generation = bench.machine.record().sync_generation;
+    let restored = bench.machine.record().clone();
+    bench.machine = Freshness::new(policy(), Some(restored), Millis(6_000));
+    assert_eq!(bench.status(), FreshnessStatus::Unknown);
+    let flight = started(&bench.at(6_000).request(None)).unwrap();
+    assert!(flight.get() > old_generation);
+    bench.at(6_500).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+#[test]
+fn a_thousand_requests_during_a_flight_that_covers_everything_join_it() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let flight = started(&bench.at(100).request(None)).unwrap();
+    for n in 0..1_000 {
+        assert_eq!(started(&bench.at(200 + n).request(Some("s1"))), None);
+    }
+    // Nothing was edited since the flight started: it answers them all.
+    let effects = bench.at(2_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(
+        started(&effects),
+        None,
+        "no second run for requests it covers"
+    );
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.next_deadline(), None);
+}
+
+#[test]
+fn a_thousand_requests_after_an_edit_during_a_flight_start_one_follow_up() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let flight = started(&bench.at(100).request(None)).unwrap();
+    bench.at(150).settled_edit("s1", "a.rs");
+    for n in 0..1_000 {
+        assert_eq!(started(&bench.at(200 + n).request(Some("s1"))), None);
+    }
+    let effects = bench.at(2_000).finish(flight, SyncOutcome::Succeeded);
+    let follow_up = started(&effects).expect("one follow-up");
+    assert!(effects.contains(&Effect::StartSync {
+        flight: follow_up,
+        session: Some("s1".into()),
+        manual: true
+    }));
+    let effects = bench.at(3_000).finish(follow_up, SyncOutcome::Succeeded);
+    assert_eq!(started(&effects), None);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.next_deadline(), None);
+}
+
+#[test]
+fn an_idle_workspace_has_no_deadline() {
+    let mut bench = Bench::new();
+    assert_eq!(bench.machine.next_deadline(), None);
+    bench.start("s1");
+    assert_eq!(bench.machine.next_deadline(), None);
+    bench.at(100).call("s1", "read", &["a.rs"]);
+    assert_eq!(bench.machine.next_deadline(), None);
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    bench.sync_to_success();
+    assert_eq!(bench.machine.next_deadline(), None);
+
+    // With autoSync off an edit arms nothing.
+    let mut bench = Bench::with(FreshnessPolicy {
+        auto_sync: false,
+        ..policy()
+    });
+    bench.start("s1");
+    let effects = bench.at(100).edit("s1", "a.rs");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(notice_text(&effects, NoticeCondition::PossiblyStale).contains("Automatic sync is off"));
+    assert_eq!(bench.machine.next_deadline(), None);
+}
+
+#[test]
+fn not_applied_is_never_fresh() {
+    let mut bench = fresh_bench();
+    let flight = started(&bench.at(6_000).request(None)).unwrap();
+    let effects = bench.at(7_000).finish(
+        flight,
+        SyncOutcome::NotApplied {
+            detail: "cgc index skipped an already indexed repository".into(),
+        },
+    );
+    let record = bench.machine.record();
+    assert_eq!(record.status, FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        record.last_error.as_deref(),
+        Some("cgc index skipped an already indexed repository")
+    );
+    assert_eq!(
+        record.last_synced_at,
+        Some(Millis(2_500)),
+        "nothing was applied"
+    );
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::SyncNotApplied)]
+    );
+}
+
+#[test]
+fn a_declined_sync_records_why_and_does_not_loop() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    let effects = bench.at(1_510).send(Input::SyncDeclined {
+        flight,
+        reason: "the workspace is not indexed and lifecycle.autoCreate is off".into(),
+    });
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(bench
+        .machine
+        .record()
+        .last_error
+        .as_deref()
+        .unwrap()
+        .contains("not indexed"));
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::SyncDeclinedUnindexed)]
+    );
+    assert_eq!(started(&effects), None);
+    assert_eq!(bench.machine.next_deadline(), None);
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(0));
+}
+
+#[test]
+fn the_latest_editor_pays_for_the_automatic_sync() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.start("s2");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let effects = bench.at(1_100).settled_edit("s2", "b.rs");
+    assert_eq!(
+        notices(&effects),
+        [pair("s2", NoticeCondition::PossiblyStale)]
+    );
+    let effects = bench.at(1_500).wake();
+    assert!(effects.contains(&Effect::StartSync {
+        flight: FlightId(1),
+        session: Some("s2".into()),
+        manual: false
+    }));
+    bench.spawned(FlightId(1));
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(0));
+    assert_eq!(bench.machine.automatic_syncs_spawned("s2"), Some(1));
+}
+
+#[test]
+fn reports_about_other_flights_are_stale() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let flight = started(&bench.at(100).request(None)).unwrap();
+    let other = FlightId(flight.get() + 7);
+    assert_eq!(bench.at(200).finish(other, SyncOutcome::Succeeded), []);
+    assert_eq!(
+        bench.send(Input::SyncBusy {
+            flight: other,
+            holder: "x".into()
+        }),
+        []
+    );
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
+    assert_eq!(bench.machine.current_flight(), Some(flight));
+}
+
+#[test]
+fn time_never_runs_backwards() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(5_000).edit("s1", "a.rs");
+    bench.at(1_000).edit("s1", "b.rs");
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(5_000)));
+    bench.at(1_000).result("s1");
+    bench.at(1_000).result("s1");
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(5_500)));
+}
+
+#[test]
+fn turning_auto_sync_off_drops_the_queued_sync() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    assert!(bench.machine.next_deadline().is_some());
+    bench.machine.set_policy(FreshnessPolicy {
+        auto_sync: false,
+        ..policy()
+    });
+    assert_eq!(bench.machine.next_deadline(), None);
+    assert_eq!(started(&bench.at(2_000).wake()), None);
+}
+
+#[test]
+fn an_unannounced_session_is_observed() {
+    let mut bench = Bench::new();
+    let effects = bench.at(1_000).edit("ghost", "a.rs");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        notices(&effects),
+        [pair("ghost", NoticeCondition::PossiblyStale)]
+    );
+    assert_eq!(
+        bench
+            .at(1_100)
+            .start_as("ghost", "pi-7", SessionStartReason::Startup),
+        []
+    );
+    bench.at(1_200).result("ghost");
+    assert!(started(&bench.at(1_500).wake()).is_some());
+}
+
+#[test]
+fn notice_levels_follow_the_condition() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let effects = bench.at(100).edit("s1", "a.rs");
+    assert!(effects.iter().any(|effect| matches!(
+        effect,
+        Effect::Notice {
+            level: NoticeLevel::Info,
+            condition: NoticeCondition::PossiblyStale,
+            ..
+        }
+    )));
+}

@@ -1,0 +1,510 @@
+//! `SyncRunner`: carries out the freshness machine's `StartSync` decisions
+//! against the real world — probe the database lock, check consent (is the
+//! workspace indexed?), spawn the strategy's `cgc` through the supervisor,
+//! watch its output, bound its time, and report what happened.
+//!
+//! It decides nothing about freshness: it reports facts (`busy`, `declined`,
+//! `spawned`, and the classified outcome) and the machine judges them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use actix::prelude::*;
+use cgc_fresh_core::config::Settings;
+use cgc_fresh_core::freshness::{FlightId, SyncOutcome};
+use cgc_fresh_core::sync_plan::{
+    classify_sync_exit, is_index_skip_line, list_argv, listing_mentions_workspace, sync_argv,
+    SyncRunFacts, WATCH_READY_MARKER,
+};
+
+use crate::process::cgc_markers::output_has_lock_error;
+use crate::process::proc_info::{describe_process, lock_candidates, probe_write_lock};
+use crate::process::spawn::ChildKind;
+use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
+
+/// Start the sync the machine decided on.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct RunSync {
+    pub flight: FlightId,
+    pub session: Option<String>,
+}
+
+/// Stop a running sync (its session ended); it reports `Cancelled`.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct CancelRun {
+    pub flight: FlightId,
+}
+
+/// New settings (SIGHUP reload); applies to the next run.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct UseSettings(pub Settings);
+
+/// A session ended: forget its consent answer.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ForgetSession(pub String);
+
+/// What happened to a flight, for the workspace actor.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct SyncReport {
+    pub flight: FlightId,
+    pub event: SyncEvent,
+}
+
+#[derive(Debug, Clone)]
+pub enum SyncEvent {
+    /// Another process holds the database: nothing was spawned.
+    Busy { holder: String },
+    /// Not allowed to run (not indexed and `autoCreate` is off).
+    Declined { reason: String },
+    /// The sync process exists now.
+    Spawned { pid: u32 },
+    /// It ended (or could not start) with this outcome.
+    Finished(SyncOutcome),
+}
+
+enum Phase {
+    /// `cgc list` is running to decide whether the workspace is indexed.
+    Listing {
+        child: Option<u64>,
+        lines: Vec<String>,
+    },
+    /// The sync itself is running.
+    Syncing { child: Option<u64> },
+}
+
+struct Run {
+    flight: FlightId,
+    session: Option<String>,
+    phase: Phase,
+    facts: SyncRunFacts,
+    stop_requested: bool,
+    /// `Spawned` went to the machine (a very fast child may exit before
+    /// the spawn reply is processed; the report must still come first).
+    spawned_reported: bool,
+    timer: Option<SpawnHandle>,
+}
+
+pub struct SyncRunner {
+    workspace: PathBuf,
+    home: PathBuf,
+    settings: Settings,
+    supervisor: Addr<RootSupervisor>,
+    report_to: Recipient<SyncReport>,
+    run: Option<Run>,
+    /// Sessions for which a listing showed the workspace is not indexed
+    /// (asked at most once per session, as the consent rule says).
+    known_unindexed: BTreeSet<Option<String>>,
+    known_indexed: bool,
+}
+
+impl SyncRunner {
+    pub fn new(
+        workspace: PathBuf,
+        settings: Settings,
+        supervisor: Addr<RootSupervisor>,
+        report_to: Recipient<SyncReport>,
+    ) -> Self {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        SyncRunner {
+            workspace,
+            home,
+            settings,
+            supervisor,
+            report_to,
+            run: None,
+            known_unindexed: BTreeSet::new(),
+            known_indexed: false,
+        }
+    }
+
+    fn report(&self, flight: FlightId, event: SyncEvent) {
+        tracing::info!(event = "sync_report", flight = flight.0, report = ?event);
+        self.report_to.do_send(SyncReport { flight, event });
+    }
+
+    /// The first other process holding a candidate database file, named.
+    fn lock_holder(&self) -> Option<String> {
+        let env = |name: &str| std::env::var(name).ok();
+        for path in lock_candidates(
+            &self.workspace,
+            &self.home,
+            &self.settings.cgc.global_args,
+            env,
+        ) {
+            match probe_write_lock(&path) {
+                Ok(Some(holder)) => {
+                    let who = holder
+                        .pid
+                        .map(describe_process)
+                        .unwrap_or_else(|| "a process on another host or namespace".into());
+                    tracing::info!(event = "lock_probe", path = %path.display(), held = true, holder = %who);
+                    return Some(who);
+                }
+                Ok(None) => {
+                    tracing::debug!(event = "lock_probe", path = %path.display(), held = false)
+                }
+                Err(error) => {
+                    tracing::warn!(event = "lock_probe_failed", path = %path.display(), error = %error)
+                }
+            }
+        }
+        None
+    }
+
+    fn indexed_by_marker(&self) -> bool {
+        self.workspace.join(".codegraphcontext").is_dir()
+    }
+
+    fn spawn(&mut self, argv: Vec<String>, kind: ChildKind, ctx: &mut Context<Self>) {
+        let Some(run) = self.run.as_ref() else { return };
+        let flight = run.flight;
+        let mut env_set = vec![];
+        if kind == ChildKind::Sync {
+            // A user's ENABLE_AUTO_WATCH would make `cgc index` fork a watcher.
+            env_set.push(("ENABLE_AUTO_WATCH".to_string(), "false".to_string()));
+        }
+        let request = self.supervisor.send(SpawnChild {
+            program: PathBuf::from(&self.settings.cgc.executable),
+            args: argv,
+            env_set,
+            kind,
+            session: run.session.clone(),
+            requester: ctx.address().recipient(),
+        });
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let Some(run) = act.run.as_mut().filter(|r| r.flight == flight) else {
+                return;
+            };
+            match result {
+                Ok(Ok(started)) => {
+                    match &mut run.phase {
+                        Phase::Listing { child, .. } | Phase::Syncing { child } => {
+                            *child = Some(started.id)
+                        }
+                    }
+                    if run.stop_requested {
+                        // Asked to stop (ready line seen, or cancelled)
+                        // before we knew the child's id.
+                        act.supervisor.do_send(StopChild {
+                            id: started.id,
+                            reason: "stop requested",
+                        });
+                    }
+                    if matches!(run.phase, Phase::Syncing { .. }) {
+                        let timeout =
+                            Duration::from_millis(act.settings.cgc.maintenance_timeout_ms);
+                        run.timer =
+                            Some(ctx.run_later(timeout, move |act, _| act.timed_out(flight)));
+                        if !run.spawned_reported {
+                            run.spawned_reported = true;
+                            act.report(
+                                flight,
+                                SyncEvent::Spawned {
+                                    pid: started.pid as u32,
+                                },
+                            );
+                        }
+                    } else {
+                        let timeout = Duration::from_millis(act.settings.cgc.timeout_ms);
+                        run.timer =
+                            Some(ctx.run_later(timeout, move |act, _| act.timed_out(flight)));
+                    }
+                }
+                Ok(Err(error)) => {
+                    act.run = None;
+                    act.report(
+                        flight,
+                        SyncEvent::Finished(SyncOutcome::Failed {
+                            error: error.to_string(),
+                        }),
+                    );
+                }
+                Err(mailbox) => {
+                    act.run = None;
+                    act.report(
+                        flight,
+                        SyncEvent::Finished(SyncOutcome::Failed {
+                            error: mailbox.to_string(),
+                        }),
+                    );
+                }
+            }
+        }));
+    }
+
+    fn start_sync(&mut self, ctx: &mut Context<Self>) {
+        let argv = sync_argv(
+            &self.settings.cgc.sync_strategy,
+            &self.settings.cgc.global_args,
+        );
+        if let Some(run) = self.run.as_mut() {
+            run.phase = Phase::Syncing { child: None };
+        }
+        self.spawn(argv, ChildKind::Sync, ctx);
+    }
+
+    fn timed_out(&mut self, flight: FlightId) {
+        let Some(run) = self.run.as_mut().filter(|r| r.flight == flight) else {
+            return;
+        };
+        run.timer = None;
+        let child = match &run.phase {
+            Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
+        };
+        tracing::warn!(event = "sync_timeout", flight = flight.0, child);
+        run.facts.timed_out = true;
+        run.stop_requested = true;
+        if let Some(id) = child {
+            self.supervisor.do_send(StopChild {
+                id,
+                reason: "time budget exhausted",
+            });
+        }
+    }
+
+    fn child_exited(
+        &mut self,
+        pid: i32,
+        code: Option<i32>,
+        signal: Option<i32>,
+        tail: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(mut run) = self.run.take() else {
+            return;
+        };
+        if let Some(timer) = run.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        match run.phase {
+            Phase::Listing { lines, .. } => {
+                if run.facts.cancelled {
+                    self.report(run.flight, SyncEvent::Finished(SyncOutcome::Cancelled));
+                    return;
+                }
+                let workspace = self.workspace.display().to_string();
+                let indexed = code == Some(0)
+                    && listing_mentions_workspace(lines.iter().map(String::as_str), &workspace);
+                tracing::info!(
+                    event = "consent_listing",
+                    indexed,
+                    code,
+                    timed_out = run.facts.timed_out
+                );
+                if indexed {
+                    self.known_indexed = true;
+                    run.phase = Phase::Syncing { child: None };
+                    run.facts = SyncRunFacts::default();
+                    run.stop_requested = false;
+                    run.spawned_reported = false;
+                    self.run = Some(run);
+                    self.start_sync(ctx);
+                } else {
+                    self.known_unindexed.insert(run.session.clone());
+                    self.report(
+                        run.flight,
+                        SyncEvent::Declined {
+                            reason: declined_reason(&self.workspace),
+                        },
+                    );
+                }
+            }
+            Phase::Syncing { .. } => {
+                if !run.spawned_reported {
+                    self.report(run.flight, SyncEvent::Spawned { pid: pid as u32 });
+                }
+                run.facts.exit_code = code;
+                run.facts.signal = signal;
+                run.facts.timeout_ms = self.settings.cgc.maintenance_timeout_ms;
+                if output_has_lock_error(&tail) {
+                    run.facts.lock_error = true;
+                }
+                if run.facts.lock_error {
+                    run.facts.lock_holder = self.lock_holder();
+                }
+                run.facts.output_tail = tail;
+                let outcome = classify_sync_exit(&self.settings.cgc.sync_strategy, &run.facts);
+                self.report(run.flight, SyncEvent::Finished(outcome));
+            }
+        }
+    }
+}
+
+fn declined_reason(workspace: &Path) -> String {
+    format!(
+        "{} is not indexed by CodeGraphContext and lifecycle.autoCreate is off; \
+         index it yourself (cgc index .) or set lifecycle.autoCreate",
+        workspace.display()
+    )
+}
+
+impl Actor for SyncRunner {
+    type Context = Context<Self>;
+}
+
+impl Handler<RunSync> for SyncRunner {
+    type Result = ();
+    fn handle(&mut self, msg: RunSync, ctx: &mut Self::Context) {
+        if let Some(current) = &self.run {
+            // The machine keeps one flight at a time; a second is a bug there.
+            tracing::error!(
+                event = "sync_overlap_refused",
+                running = current.flight.0,
+                asked = msg.flight.0
+            );
+            self.report(
+                msg.flight,
+                SyncEvent::Finished(SyncOutcome::Failed {
+                    error: "a sync is already running".into(),
+                }),
+            );
+            return;
+        }
+        if let Some(holder) = self.lock_holder() {
+            self.report(msg.flight, SyncEvent::Busy { holder });
+            return;
+        }
+        let run = Run {
+            flight: msg.flight,
+            session: msg.session.clone(),
+            phase: Phase::Syncing { child: None },
+            facts: SyncRunFacts::default(),
+            stop_requested: false,
+            spawned_reported: false,
+            timer: None,
+        };
+        self.run = Some(run);
+        let consented =
+            self.settings.lifecycle.auto_create || self.known_indexed || self.indexed_by_marker();
+        if consented {
+            self.start_sync(ctx);
+        } else if self.known_unindexed.contains(&msg.session) {
+            self.run = None;
+            self.report(
+                msg.flight,
+                SyncEvent::Declined {
+                    reason: declined_reason(&self.workspace),
+                },
+            );
+        } else {
+            if let Some(run) = self.run.as_mut() {
+                run.phase = Phase::Listing {
+                    child: None,
+                    lines: Vec::new(),
+                };
+            }
+            self.spawn(
+                list_argv(&self.settings.cgc.global_args),
+                ChildKind::Probe,
+                ctx,
+            );
+        }
+    }
+}
+
+impl Handler<CancelRun> for SyncRunner {
+    type Result = ();
+    fn handle(&mut self, msg: CancelRun, _: &mut Self::Context) {
+        let Some(run) = self.run.as_mut().filter(|r| r.flight == msg.flight) else {
+            return;
+        };
+        run.facts.cancelled = true;
+        run.stop_requested = true;
+        let child = match &run.phase {
+            Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
+        };
+        if let Some(id) = child {
+            self.supervisor.do_send(StopChild {
+                id,
+                reason: "sync cancelled: its session ended",
+            });
+        }
+    }
+}
+
+impl Handler<ChildEvent> for SyncRunner {
+    type Result = ();
+    fn handle(&mut self, msg: ChildEvent, ctx: &mut Self::Context) {
+        match msg {
+            ChildEvent::Line { id, text, .. } => {
+                let Some(run) = self.run.as_mut() else { return };
+                let current = match &run.phase {
+                    Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
+                };
+                if current.is_some_and(|c| c != id) {
+                    return;
+                }
+                match &mut run.phase {
+                    Phase::Listing { lines, .. } => {
+                        if lines.len() < 10_000 {
+                            lines.push(text);
+                        }
+                    }
+                    Phase::Syncing { child } => {
+                        if output_has_lock_error(&text) {
+                            run.facts.lock_error = true;
+                        }
+                        if is_index_skip_line(&text) {
+                            run.facts.skipped_indexed = true;
+                        }
+                        if text.contains(WATCH_READY_MARKER) && !run.facts.saw_ready {
+                            run.facts.saw_ready = true;
+                            // Reconciled: one SIGINT stops it cleanly (a
+                            // second would make it exit 130 mid-stop). If
+                            // the spawn reply is not in yet, it stops then.
+                            if !run.stop_requested {
+                                run.stop_requested = true;
+                                if let Some(id) = *child {
+                                    self.supervisor.do_send(StopChild {
+                                        id,
+                                        reason: "reconcile complete",
+                                    });
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            ChildEvent::Exited {
+                id,
+                pid,
+                status,
+                output_tail,
+                ..
+            } => {
+                let current = self.run.as_ref().and_then(|run| match &run.phase {
+                    Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
+                });
+                // Only one child of ours runs at a time; `None` means its
+                // spawn reply is not processed yet, and this is its exit.
+                if current.is_some_and(|c| c != id) {
+                    return;
+                }
+                use std::os::unix::process::ExitStatusExt;
+                self.child_exited(pid, status.code(), status.signal(), output_tail, ctx);
+            }
+        }
+    }
+}
+
+impl Handler<UseSettings> for SyncRunner {
+    type Result = ();
+    fn handle(&mut self, msg: UseSettings, _: &mut Self::Context) {
+        self.settings = msg.0;
+    }
+}
+
+impl Handler<ForgetSession> for SyncRunner {
+    type Result = ();
+    fn handle(&mut self, msg: ForgetSession, _: &mut Self::Context) {
+        self.known_unindexed.remove(&Some(msg.0));
+    }
+}

@@ -1,0 +1,456 @@
+//! `RootSupervisor`: the one place every child process goes through, from
+//! spawn until it is reaped — so no child ever outlives the service.
+//!
+//! - Spawns happen in this actor's handler, i.e. on the arbiter (main)
+//!   thread, which the parent-death signal of each child is tied to.
+//! - Exits are collected by the SIGCHLD-driven reaper (the service is a
+//!   child subreaper, so daemonizing grandchildren are reaped here too).
+//! - The live set is persisted in the registry file and mirrored where the
+//!   panic hook can reach it; the next instance sweeps what a killed one
+//!   left behind.
+//! - When a child ends, whatever it left (its group, processes carrying its
+//!   owner token) is killed: a FalkorDB Lite `redis-server` that daemonized
+//!   out of a finished `cgc` would otherwise live on.
+
+pub mod panic_hook;
+pub mod registry;
+pub mod sweep;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+use crate::process::capture::{
+    capture_output, log_child_line, CaptureLimits, OutputCapture, OutputStream,
+};
+use crate::process::proc_info::processes_with_owner_token;
+use crate::process::reap::{ExitReceiver, ExitWatchers, ReapedProcess, Reaper};
+use crate::process::spawn::{child_owner_token, spawn_child, ChildKind, SpawnError, SpawnSpec};
+use crate::process::stop::{stop_child, StopPlan, StopTarget};
+use registry::{Registry, RegistryEntry, RegistryFile};
+
+/// How long to wait for a child's output pipes to drain after it exited
+/// (a daemonized grandchild can hold them open forever).
+const OUTPUT_DRAIN_BOUND: Duration = Duration::from_millis(500);
+
+/// Something a child did, for whoever asked for it.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub enum ChildEvent {
+    /// One line of its output (already logged).
+    Line {
+        id: u64,
+        generation: u64,
+        stream: OutputStream,
+        text: String,
+    },
+    /// It exited and was reaped; its leftovers were killed.
+    Exited {
+        id: u64,
+        generation: u64,
+        pid: i32,
+        status: ExitStatus,
+        runtime: Duration,
+        output_tail: String,
+    },
+}
+
+/// Start a child.
+#[derive(Message)]
+#[rtype(result = "Result<ChildStarted, SpawnChildError>")]
+pub struct SpawnChild {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env_set: Vec<(String, String)>,
+    pub kind: ChildKind,
+    pub session: Option<String>,
+    pub requester: Recipient<ChildEvent>,
+}
+
+/// Why a spawn did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnChildError {
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error("the service is shutting down")]
+    ShuttingDown,
+}
+
+/// A started child.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildStarted {
+    pub id: u64,
+    pub generation: u64,
+    pub pid: i32,
+    pub pgid: i32,
+}
+
+/// Stop one child (SIGINT → SIGTERM → SIGKILL).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StopChild {
+    pub id: u64,
+    pub reason: &'static str,
+}
+
+/// Stop every child that belongs to a session.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StopSession {
+    pub session: String,
+}
+
+/// Phase one of shutdown: stop and reap every child. Answers when done.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StopAll {
+    pub reason: &'static str,
+}
+
+/// Escalation: SIGKILL every child group and token holder now.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct KillAllNow;
+
+/// How many children are alive (for idle decisions and tests).
+#[derive(Message, Debug)]
+#[rtype(result = "usize")]
+pub struct LiveChildren;
+
+struct LiveChild {
+    entry: RegistryEntry,
+    kind: ChildKind,
+    started: Instant,
+    requester: Recipient<ChildEvent>,
+    exited: ExitReceiver,
+    capture: OutputCapture,
+}
+
+pub struct RootSupervisor {
+    workspace: PathBuf,
+    service_token: String,
+    registry: Registry,
+    children: BTreeMap<u64, LiveChild>,
+    watchers: ExitWatchers,
+    next_id: u64,
+    stop_grace: Duration,
+    shutting_down: bool,
+}
+
+impl RootSupervisor {
+    /// `service_token` must start with the workspace's token prefix (see
+    /// `owner_token_prefix`) so the next instance's sweep recognises it.
+    pub fn new(
+        workspace: PathBuf,
+        service_token: String,
+        registry: Registry,
+        stop_grace: Duration,
+    ) -> Self {
+        RootSupervisor {
+            workspace,
+            service_token,
+            registry,
+            children: BTreeMap::new(),
+            watchers: ExitWatchers::new(),
+            next_id: 1,
+            stop_grace,
+            shutting_down: false,
+        }
+    }
+
+    fn persist(&self) {
+        let file = RegistryFile {
+            version: 1,
+            service_pid: std::process::id(),
+            service_token: self.service_token.clone(),
+            children: self.children.values().map(|c| c.entry.clone()).collect(),
+        };
+        if let Err(error) = self.registry.store(&file) {
+            tracing::warn!(event = "registry_write_failed", path = %self.registry.path().display(), error = %error);
+        }
+    }
+
+    fn stop_future(
+        &self,
+        id: u64,
+        reason: &'static str,
+    ) -> Option<impl std::future::Future<Output = ()>> {
+        let child = self.children.get(&id)?;
+        let target = StopTarget {
+            pid: child.entry.pid,
+            pgid: child.entry.pgid,
+            owner_token: child.entry.owner_token.clone(),
+        };
+        let mut exited = child.exited.clone();
+        let plan = StopPlan {
+            grace: self.stop_grace,
+        };
+        Some(async move {
+            let report = stop_child(&target, plan, &mut exited, reason).await;
+            tracing::info!(
+                event = "child_stopped",
+                id,
+                pid = target.pid,
+                pgid = target.pgid,
+                reason,
+                last_signal = report.last_signal.map(|s| s.name()),
+                stragglers_killed = ?report.stragglers_killed,
+            );
+        })
+    }
+}
+
+/// The owner-token prefix shared by every instance of the service for one
+/// workspace: `cgc-fresh:<workspace id>:`.
+pub fn owner_token_prefix(workspace_id: &str) -> String {
+    format!("cgc-fresh:{workspace_id}:")
+}
+
+impl Actor for RootSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        match Reaper::new() {
+            Ok(reaper) => {
+                ctx.add_stream(reaper.into_stream());
+            }
+            Err(error) => tracing::error!(event = "reaper_failed", error = %error),
+        }
+        self.persist();
+    }
+}
+
+impl StreamHandler<ReapedProcess> for RootSupervisor {
+    fn handle(&mut self, reaped: ReapedProcess, _: &mut Self::Context) {
+        if !self.watchers.dispatch(&reaped) {
+            tracing::info!(event = "orphan_reaped", pid = reaped.pid, status = %reaped.status);
+        }
+    }
+}
+
+impl Handler<SpawnChild> for RootSupervisor {
+    type Result = Result<ChildStarted, SpawnChildError>;
+
+    fn handle(&mut self, msg: SpawnChild, ctx: &mut Self::Context) -> Self::Result {
+        if self.shutting_down {
+            return Err(SpawnChildError::ShuttingDown);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let owner_token = child_owner_token(&self.service_token, id);
+        let spec = SpawnSpec {
+            program: msg.program.clone(),
+            args: msg.args.clone(),
+            cwd: self.workspace.clone(),
+            env_set: msg.env_set,
+            env_remove: Vec::new(),
+            kind: msg.kind,
+            owner_token: owner_token.clone(),
+        };
+        let spawned = match spawn_child(&spec) {
+            Ok(spawned) => spawned,
+            Err(error) => {
+                tracing::warn!(event = "spawn_failed", id, program = %msg.program.display(), args = ?msg.args, error = %error);
+                return Err(error.into());
+            }
+        };
+        // Watch before yielding: a child that exits at once must not be
+        // reported as an orphan.
+        let exited = self.watchers.watch(spawned.pid);
+        let generation = id;
+        tracing::info!(
+            event = "spawn",
+            id,
+            kind = ?msg.kind,
+            session = msg.session.as_deref(),
+            program = %msg.program.display(),
+            args = ?msg.args,
+            pid = spawned.pid,
+            pgid = spawned.pgid,
+        );
+        let entry = RegistryEntry {
+            id,
+            kind: format!("{:?}", msg.kind).to_lowercase(),
+            session: msg.session,
+            pid: spawned.pid,
+            pgid: spawned.pgid,
+            start_time: spawned.start_time,
+            owner_token,
+            generation,
+        };
+        panic_hook::track(id, spawned.pgid);
+        let capture = OutputCapture::new(CaptureLimits::default());
+        // Output: read both pipes, log and forward every line.
+        let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
+        let requester = msg.requester.clone();
+        let pid = spawned.pid;
+        let reader_capture = capture.clone();
+        actix_rt::spawn(async move {
+            let on_line = |line: &crate::process::capture::OutputLine| {
+                log_child_line(pid, line);
+                requester.do_send(ChildEvent::Line {
+                    id,
+                    generation,
+                    stream: line.stream,
+                    text: line.text.clone(),
+                });
+            };
+            if let Err(error) =
+                capture_output(pid, spawned.stdout, spawned.stderr, reader_capture, on_line).await
+            {
+                tracing::warn!(event = "child_output_unreadable", id, pid, error = %error);
+            }
+            let _ = drained_tx.send(());
+        });
+        // Exit: wait for the reaper, give the pipes a bounded moment, report.
+        let mut exit_rx = exited.clone();
+        ctx.spawn(
+            async move {
+                let status = loop {
+                    if let Some(status) = *exit_rx.borrow_and_update() {
+                        break Some(status);
+                    }
+                    if exit_rx.changed().await.is_err() {
+                        break *exit_rx.borrow();
+                    }
+                };
+                let _ = tokio::time::timeout(OUTPUT_DRAIN_BOUND, drained_rx).await;
+                status
+            }
+            .into_actor(self)
+            .map(move |status, act, _| act.child_exited(id, status)),
+        );
+        self.children.insert(
+            id,
+            LiveChild {
+                entry,
+                kind: msg.kind,
+                started: Instant::now(),
+                requester: msg.requester,
+                exited,
+                capture,
+            },
+        );
+        self.persist();
+        Ok(ChildStarted {
+            id,
+            generation,
+            pid: spawned.pid,
+            pgid: spawned.pgid,
+        })
+    }
+}
+
+impl RootSupervisor {
+    fn child_exited(&mut self, id: u64, status: Option<ExitStatus>) {
+        let Some(child) = self.children.remove(&id) else {
+            return;
+        };
+        panic_hook::untrack(id);
+        // Leftovers: the rest of its group and anything carrying its token.
+        if child.entry.pgid > 1 {
+            // SAFETY: killpg on the child's own group; ESRCH when empty.
+            unsafe { libc::killpg(child.entry.pgid, libc::SIGKILL) };
+        }
+        let stragglers = processes_with_owner_token(&child.entry.owner_token);
+        for pid in &stragglers {
+            // SAFETY: kill on a process carrying this child's owner token.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        let runtime = child.started.elapsed();
+        let status = status.unwrap_or_else(|| std::os::unix::process::ExitStatusExt::from_raw(0));
+        tracing::info!(
+            event = "child_exited",
+            id,
+            kind = ?child.kind,
+            pid = child.entry.pid,
+            code = status.code(),
+            signal = std::os::unix::process::ExitStatusExt::signal(&status),
+            runtime_ms = runtime.as_millis() as u64,
+            stragglers_killed = ?stragglers,
+        );
+        child.requester.do_send(ChildEvent::Exited {
+            id,
+            generation: child.entry.generation,
+            pid: child.entry.pid,
+            status,
+            runtime,
+            output_tail: child.capture.tail_text(20),
+        });
+        self.persist();
+    }
+}
+
+impl Handler<StopChild> for RootSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: StopChild, ctx: &mut Self::Context) {
+        if let Some(stop) = self.stop_future(msg.id, msg.reason) {
+            ctx.spawn(stop.into_actor(self));
+        }
+    }
+}
+
+impl Handler<StopSession> for RootSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: StopSession, ctx: &mut Self::Context) {
+        let ids: Vec<u64> = self
+            .children
+            .iter()
+            .filter(|(_, c)| c.entry.session.as_deref() == Some(msg.session.as_str()))
+            .map(|(id, _)| *id)
+            .collect();
+        tracing::info!(event = "stop_session_children", session = %msg.session, children = ids.len());
+        for id in ids {
+            if let Some(stop) = self.stop_future(id, "session ended") {
+                ctx.spawn(stop.into_actor(self));
+            }
+        }
+    }
+}
+
+impl Handler<StopAll> for RootSupervisor {
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, msg: StopAll, _: &mut Self::Context) -> Self::Result {
+        self.shutting_down = true;
+        let stops: Vec<_> = self
+            .children
+            .keys()
+            .copied()
+            .filter_map(|id| self.stop_future(id, msg.reason))
+            .collect();
+        tracing::info!(
+            event = "stop_all",
+            reason = msg.reason,
+            children = stops.len()
+        );
+        Box::pin(
+            async move {
+                futures_util::future::join_all(stops).await;
+            }
+            .into_actor(self)
+            .map(|_, act, _| {
+                // Every stop has seen its child reaped; record the empty set.
+                act.persist();
+            }),
+        )
+    }
+}
+
+impl Handler<KillAllNow> for RootSupervisor {
+    type Result = ();
+    fn handle(&mut self, _: KillAllNow, _: &mut Self::Context) {
+        self.shutting_down = true;
+        let killed = panic_hook::kill_everything_now();
+        tracing::warn!(event = "kill_all_now", killed);
+    }
+}
+
+impl Handler<LiveChildren> for RootSupervisor {
+    type Result = usize;
+    fn handle(&mut self, _: LiveChildren, _: &mut Self::Context) -> usize {
+        self.children.len()
+    }
+}

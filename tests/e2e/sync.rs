@@ -1,0 +1,414 @@
+//! Lazy, budgeted drift sync against the fake `cgc`: what is spawned, when,
+//! how often, and what the record and the notices say afterwards.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{args_of, is_alive, wait_until, Conn, FakeCgc, Sandbox, Service};
+
+const FAST: [(&str, &str); 2] = [
+    ("CGC_FRESHNESS_BATCH_MS", "50"),
+    ("CGC_FRESHNESS_SETTLE_MS", "2000"),
+];
+
+fn env_with<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = FAST.to_vec();
+    env.extend_from_slice(extra);
+    env
+}
+
+/// hello + subscribe + session_start; returns the connection.
+fn harness(service: &Service, session: &str) -> Conn {
+    let mut conn = service.connect();
+    conn.hello();
+    conn.subscribe();
+    conn.send(json!({"type": "session_start", "session": session, "reason": "startup"}));
+    conn
+}
+
+fn edit(conn: &mut Conn, session: &str, path: &str) {
+    conn.send(json!({"type": "tool_call", "session": session, "tool": "edit", "paths": [path]}));
+    conn.send(json!({"type": "tool_result", "session": session, "tool": "edit", "ok": true}));
+}
+
+fn notices(frames: &[Value], condition: &str) -> usize {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "notice" && f["condition"] == condition)
+        .count()
+}
+
+#[test]
+fn first_drift_triggers_a_background_sync_that_reconciles_and_reports_fresh() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "src/a.py");
+    let (stale, before) = conn.wait_status("possibly_stale");
+    assert!(stale["stale_since"].as_u64().is_some(), "{stale}");
+    let (fresh, _) = conn.wait_status("fresh");
+    let seen = conn.history.clone();
+    drop(before);
+    assert!(
+        fresh["last_synced_at"].as_u64() >= stale["stale_since"].as_u64(),
+        "{fresh}"
+    );
+    assert!(
+        seen.iter()
+            .any(|f| f["type"] == "state" && f["status"] == "syncing"),
+        "{seen:?}"
+    );
+    assert_eq!(notices(&seen, "possibly_stale"), 1, "{seen:?}");
+    let completed = conn.wait_seen("sync_completed notice", |f| {
+        f["condition"] == "sync_completed"
+    });
+    assert_eq!(completed["audience"], "user");
+    let calls = fake.invocations();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = &calls[0];
+    assert_eq!(
+        args_of(call),
+        json!(["watch", "--sync-on-start", "."]),
+        "{call}"
+    );
+    assert_eq!(call["env"]["ENABLE_AUTO_WATCH"], "false");
+    assert_eq!(call["env"]["COLUMNS"], "1000");
+    assert!(call["env"]["CGC_FRESH_OWNER"]
+        .as_str()
+        .unwrap()
+        .starts_with(&Service::owner_prefix(&sandbox)));
+    let canonical = std::fs::canonicalize(sandbox.workspace()).unwrap();
+    assert_eq!(call["cwd"], canonical.display().to_string());
+    // Stopped with one SIGINT after the ready line: a clean exit 0.
+    wait_until("the fake's end record", Duration::from_secs(10), || {
+        fake.records().iter().any(|r| r["event"] == "end")
+    });
+    let end = fake
+        .records()
+        .into_iter()
+        .find(|r| r["event"] == "end")
+        .unwrap();
+    assert_eq!(end["how"], json!({"exit": 0}), "{end}");
+}
+
+#[test]
+fn global_args_go_before_the_subcommand_and_strategies_are_honoured() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env_with(&[
+            ("CGC_GLOBAL_ARGS", "--db kuzudb"),
+            ("CGC_SYNC_STRATEGY", "update"),
+        ]),
+    );
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    conn.wait_status("fresh");
+    let calls = fake.invocations();
+    assert_eq!(
+        args_of(&calls[0]),
+        json!(["--db", "kuzudb", "update", ".", "--quiet"])
+    );
+}
+
+#[test]
+fn index_strategy_that_skips_an_indexed_repository_is_not_applied_never_fresh() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"index": {"steps": [{"stdout": {"cgc": "already_indexed", "files": 50}}]}}),
+    );
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env_with(&[("CGC_SYNC_STRATEGY", "index")]),
+    );
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    let notice = conn.wait_seen("sync_not_applied", |f| f["condition"] == "sync_not_applied");
+    std::thread::sleep(Duration::from_millis(200));
+    let state = conn.request(json!({"type": "status"}), 49);
+    let seen = conn.history.clone();
+    assert_eq!(state["status"], "possibly_stale");
+    assert!(
+        notice["text"].as_str().unwrap().contains("not applied")
+            || notice["text"].as_str().unwrap().contains("skipped"),
+        "{notice}"
+    );
+    assert!(
+        !seen.iter().any(|f| f["status"] == "fresh"),
+        "never fresh: {seen:?}"
+    );
+    let state = conn.request(json!({"type": "status"}), 50);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert!(
+        state["last_error"].as_str().unwrap().contains("skipped"),
+        "{state}"
+    );
+}
+
+#[test]
+fn sync_skipped_when_busy_names_the_holder_and_spawns_nothing() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    // Another process holds the embedded database, as a CGC MCP server would.
+    let db = sandbox.home().join(".codegraphcontext/global/db/kuzudb");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let mut holder = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import fcntl,sys,time; f=open(sys.argv[1],'w'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)"])
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    let (busy, _) = conn.wait_status("skipped_busy");
+    let notice = conn.wait_seen("busy notice", |f| f["condition"] == "sync_skipped_busy");
+    let text = notice["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("pid {}", holder.id())),
+        "names the holder: {text}"
+    );
+    assert!(busy["status"] == "skipped_busy");
+    assert!(
+        fake.invocations().is_empty(),
+        "nothing spawned: {:?}",
+        fake.invocations()
+    );
+    // A second edit in the same session: no second busy notice.
+    edit(&mut conn, "s1", "b.py");
+    let again = conn.request(json!({"type": "status"}), 51);
+    assert_ne!(again["status"], "fresh");
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
+#[test]
+fn budget_exhausted_spawns_nothing_and_says_so_once() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env_with(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "1")]),
+    );
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    conn.wait_status("fresh");
+    edit(&mut conn, "s1", "b.py");
+    let notice = conn.wait_seen("budget notice", |f| f["condition"] == "budget_exhausted");
+    assert!(
+        notice["text"].as_str().unwrap().contains("cgc-fresh sync"),
+        "{notice}"
+    );
+    edit(&mut conn, "s1", "c.py");
+    std::thread::sleep(Duration::from_millis(300));
+    let state = conn.request(json!({"type": "status"}), 52);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(fake.invocations().len(), 1, "one spawn only");
+    // The person's sync is not budgeted.
+    conn.send(json!({"type": "sync", "id": 53}));
+    conn.wait_status("fresh");
+    assert_eq!(fake.invocations().len(), 2);
+}
+
+#[test]
+fn a_thousand_sync_requests_during_a_flight_spawn_one_process() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    // The reconcile takes a moment before it is ready.
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": {"steps": [{"sleep_ms": 400}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}}),
+    );
+    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
+    let mut conn = service.connect();
+    conn.hello();
+    conn.subscribe();
+    let mut burst = Vec::new();
+    for _ in 0..1000 {
+        burst.extend_from_slice(b"{\"type\":\"sync\"}\n");
+    }
+    conn.send_raw(&burst);
+    conn.wait_status("fresh");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(fake.invocations().len(), 1, "{:?}", fake.invocations());
+}
+
+#[test]
+fn an_edit_during_a_sync_leaves_it_stale_and_causes_exactly_one_follow_up() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": {"steps": [{"sleep_ms": 600}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}}),
+    );
+    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    conn.wait_status("syncing");
+    edit(&mut conn, "s1", "b.py");
+    edit(&mut conn, "s1", "c.py");
+    let (fresh, seen) = conn.wait_status("fresh");
+    // The first completion could not claim fresh: the edits came after its start.
+    let statuses: Vec<&str> = seen
+        .iter()
+        .filter(|f| f["type"] == "state")
+        .filter_map(|f| f["status"].as_str())
+        .collect();
+    assert!(
+        statuses
+            .windows(2)
+            .any(|w| w == ["syncing", "possibly_stale"])
+            || statuses.iter().filter(|s| **s == "syncing").count() >= 1,
+        "{statuses:?}"
+    );
+    assert!(fresh["last_synced_at"].is_u64());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        fake.invocations().len(),
+        2,
+        "one flight plus exactly one follow-up"
+    );
+}
+
+#[test]
+fn missing_executable_is_recorded_noticed_once_and_the_service_keeps_serving() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let service = Service::start(
+        &sandbox,
+        &[],
+        &env_with(&[("CGC_EXECUTABLE", "/nonexistent/cgc")]),
+    );
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    let notice = conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
+    assert!(
+        notice["text"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/cgc"),
+        "{notice}"
+    );
+    let state = conn.request(json!({"type": "status"}), 60);
+    assert_ne!(state["status"], "fresh");
+    assert!(
+        state["last_error"].as_str().unwrap().contains("not found"),
+        "{state}"
+    );
+    let mut other = service.connect();
+    assert_eq!(other.request(json!({"type": "status"}), 1)["type"], "state");
+}
+
+#[test]
+fn a_crashing_sync_is_a_recorded_failure_with_its_output_and_is_retried_at_most_once() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": {"steps": [{"stdout": "Traceback: boom"}], "exit": 1}}),
+    );
+    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
+    for file in ["b.py", "c.py", "d.py"] {
+        edit(&mut conn, "s1", file);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let state = conn.request(json!({"type": "status"}), 61);
+    assert!(
+        state["last_error"].as_str().unwrap().contains("boom"),
+        "{state}"
+    );
+    assert!(
+        fake.invocations().len() <= 2,
+        "failing work retried at most once: {}",
+        fake.invocations().len()
+    );
+}
+
+#[test]
+fn a_hung_sync_is_stopped_at_the_time_budget_and_its_group_is_gone() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": {"steps": [{"hang": true}], "ignore_sigint": true}}),
+    );
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env_with(&[
+            ("CGC_MAINTENANCE_TIMEOUT_MS", "500"),
+            ("CGC_SUPERVISOR_STOP_GRACE_MS", "200"),
+        ]),
+    );
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
+    let state = conn.request(json!({"type": "status"}), 62);
+    assert!(
+        state["last_error"].as_str().unwrap().contains("500 ms"),
+        "{state}"
+    );
+    assert_ne!(state["status"], "fresh");
+    for pid in fake.all_pids() {
+        wait_until("the hung sync to be gone", Duration::from_secs(5), || {
+            !is_alive(pid)
+        });
+    }
+    assert!(
+        service.log_events("signal_sent").len() + service.log_text().matches("SIGTERM").count() > 0
+    );
+}
+
+#[test]
+fn unindexed_workspace_is_declined_without_autocreate_and_synced_with_it() {
+    let sandbox = Sandbox::new();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    let notice = conn.wait_seen("declined notice", |f| {
+        f["condition"] == "sync_declined_unindexed"
+    });
+    assert!(
+        notice["text"].as_str().unwrap().contains("autoCreate"),
+        "{notice}"
+    );
+    let calls = fake.invocations();
+    assert!(
+        calls.iter().all(|c| c["argv"][0] == "list"),
+        "only the consent listing ran: {calls:?}"
+    );
+    drop(conn);
+    drop(service);
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env_with(&[("CGC_LIFECYCLE_AUTO_CREATE", "true")]),
+    );
+    let mut conn = harness(&service, "s2");
+    edit(&mut conn, "s2", "a.py");
+    conn.wait_status("fresh");
+}
