@@ -1,16 +1,36 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: lints, every crate's tests, and
-# the end-to-end tests that run the real binary. Installs what the tests
-# need on the way (cached between runs).
+# The whole test suite, from a fresh clone: lints, every crate's tests, the
+# end-to-end tests that run the real binary (against the fake `cgc` and the
+# real, pinned `cgc`), and the Pi bridge's tests. Installs what the tests
+# need on the way; the installs are cached between runs outside the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo="$(pwd)"
+
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/cgc-fresh"
+export CGC_FRESH_VENV="${CGC_FRESH_VENV:-$cache/cgc-venv}"
+export CGC_FRESH_FALKORDB_VENV="${CGC_FRESH_FALKORDB_VENV:-$cache/falkordb-venv}"
 
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== build (the e2e tests run these binaries)"
+echo "== build (the end-to-end tests run these binaries)"
 cargo build --workspace --bins --locked
 
-echo "== tests"
+echo "== the real cgc (pinned, in a virtualenv this suite owns)"
+CGC_FRESH_REAL_CGC="$(scripts/install-cgc.sh --with-falkordb | tail -n 1)"
+export CGC_FRESH_REAL_CGC
+export CGC_FRESH_FALKORDB_SERVER_SCRIPT="$repo/scripts/falkordb-server.sh"
+# Real-CLI tests fail (not skip) when this is set and the CLI is missing.
+export CGC_FRESH_REQUIRE_REAL_CGC=1
+
+echo "== Rust tests"
 cargo test --workspace --locked -- --test-threads="${CGC_FRESH_TEST_THREADS:-4}"
+
+echo "== Pi bridge tests"
+(
+    cd deploy/pi
+    npm ci --no-audit --no-fund
+    CGC_FRESH_BIN="$repo/target/debug/cgc-fresh" npm test
+)

@@ -4,6 +4,7 @@
 mod support;
 
 mod config;
+mod deploy;
 mod protocol;
 mod serve;
 mod supervision;

@@ -37,7 +37,7 @@ pub struct Target {
     #[arg(long, global = true, default_value = ".")]
     pub workspace: PathBuf,
     /// The service's Unix socket (default: $XDG_RUNTIME_DIR/cgc-fresh/<id>.sock).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "CGC_FRESH_SOCKET")]
     pub socket: Option<PathBuf>,
 }
 
@@ -64,6 +64,19 @@ pub enum Command {
     Send {
         /// The frame, e.g. '{"type":"status"}'.
         frame: String,
+    },
+    /// Install and start a systemd user socket unit for the workspace
+    /// (without systemd: says how to run `serve` by hand).
+    Install {
+        /// Print what would be done, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Stop and remove the workspace's systemd user instance.
+    Uninstall {
+        /// Print what would be done, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Print the effective configuration, where each value came from, and warnings.
     Config {

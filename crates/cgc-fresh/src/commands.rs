@@ -13,8 +13,25 @@ use crate::paths::{canonical_workspace, ProcessEnv, ServicePaths};
 use crate::service::{self, ServeOptions};
 
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    if let Command::Uninstall { dry_run } = cli.command {
+        // The workspace may be gone already; its absolute path still names
+        // the instance.
+        let workspace = canonical_workspace(&cli.target.workspace)
+            .or_else(|_| std::path::absolute(&cli.target.workspace))?;
+        crate::systemd::install::run_uninstall(&workspace, dry_run, &mut std::io::stdout())?;
+        return Ok(EXIT_OK);
+    }
     let paths = resolve(&cli.target)?;
     match cli.command {
+        Command::Install { dry_run } => {
+            crate::systemd::install::run_install(
+                &paths.workspace,
+                dry_run,
+                &mut std::io::stdout(),
+            )?;
+            Ok(EXIT_OK)
+        }
+        Command::Uninstall { .. } => Ok(EXIT_OK),
         Command::Serve { config } => {
             service::serve(ServeOptions {
                 paths,

@@ -20,7 +20,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio_util::codec::FramedRead;
 
-use super::messages::{ConnId, ConnectionClosed, FromClient, Peer, Push};
+use super::messages::{ConnId, ConnectionClosed, ConnectionOpened, FromClient, Peer, Push};
 use super::workspace::WorkspaceActor;
 
 type Writer = FramedWrite<Envelope<ServerFrame>, OwnedWriteHalf, FrameCodec>;
@@ -89,6 +89,7 @@ impl Actor for Connection {
     type Context = Context<Self>;
 
     fn started(&mut self, _: &mut Self::Context) {
+        self.workspace.do_send(ConnectionOpened { conn: self.conn });
         tracing::info!(
             event = "connection_opened",
             conn = self.conn,

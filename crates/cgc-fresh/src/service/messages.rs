@@ -32,6 +32,13 @@ pub struct FromClient {
     pub reply_to: Recipient<Push>,
 }
 
+/// A connection was accepted (for the idle-exit count).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ConnectionOpened {
+    pub conn: ConnId,
+}
+
 /// A connection closed; `sessions` are the sessions it started and did not
 /// shut down (a harness that vanished without `session_shutdown`).
 #[derive(Message, Debug)]

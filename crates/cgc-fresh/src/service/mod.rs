@@ -29,6 +29,8 @@ use crate::supervisor::panic_hook;
 use crate::supervisor::registry::Registry;
 use crate::supervisor::sweep::sweep_leftovers;
 use crate::supervisor::{owner_token_prefix, KillAllNow, RootSupervisor, StopAll};
+use crate::systemd::activation::{bound_path, listen_fds_listener};
+use crate::systemd::notify::Notifier;
 use config_actor::ConfigActor;
 use messages::{Shutdown, ShutdownReason};
 use workspace::WorkspaceActor;
@@ -42,6 +44,10 @@ pub struct ServeOptions {
 /// Runs the service in the foreground until a shutdown signal. Returns an
 /// error for start-up failures (another instance, unusable socket path).
 pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    // Before any thread exists: take systemd's variables out of our
+    // environment (children must not inherit them) and the socket it passed.
+    let notifier = Notifier::from_env();
+    let activated = listen_fds_listener().context("socket activation")?;
     // Everything we create (socket, state, registry, logs) is user-only.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let paths = options.paths;
@@ -90,13 +96,16 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let span = tracing::info_span!("service", workspace = %paths.workspace.display());
     let _entered = span.enter();
     let system = actix_rt::System::new();
-    let result = system.block_on(run(
-        paths.clone(),
-        options.config_file,
+    let start = Start {
+        paths: paths.clone(),
+        config_file: options.config_file,
         config,
         service_token,
         registry,
-    ));
+        activated,
+        notifier,
+    };
+    let result = system.block_on(run(start));
     drop(lock);
     result
 }
@@ -109,41 +118,87 @@ fn live_service_pid(socket: &Path) -> Option<u32> {
         .map(|w| w.pid)
 }
 
-async fn run(
+/// Everything `run` starts from.
+struct Start {
     paths: ServicePaths,
     config_file: Option<PathBuf>,
     config: Arc<LoadedConfig>,
     service_token: String,
     registry: Registry,
-) -> anyhow::Result<()> {
-    let listener =
-        bind(&paths.socket).with_context(|| format!("socket {}", paths.socket.display()))?;
+    /// The listening socket systemd passed in, if it did.
+    activated: Option<std::os::unix::net::UnixListener>,
+    notifier: Notifier,
+}
+
+async fn run(start: Start) -> anyhow::Result<()> {
+    let Start {
+        paths,
+        config_file,
+        config,
+        service_token,
+        registry,
+        activated,
+        notifier,
+    } = start;
+    let socket_activated = activated.is_some();
+    let listener = match activated {
+        Some(listener) => {
+            match bound_path(&listener) {
+                Ok(Some(bound)) if bound != paths.socket => tracing::warn!(
+                    event = "activated_socket_elsewhere",
+                    bound = %bound.display(),
+                    expected = %paths.socket.display(),
+                ),
+                Ok(bound) => tracing::info!(event = "socket_activated", socket = ?bound),
+                Err(error) => tracing::warn!(event = "activated_socket_unnamed", error = %error),
+            }
+            tokio::net::UnixListener::from_std(listener).context("activated socket")?
+        }
+        None => {
+            bind(&paths.socket).with_context(|| format!("socket {}", paths.socket.display()))?
+        }
+    };
     let max_line_bytes = config.settings.service.max_line_bytes;
     let stop_grace = Duration::from_millis(config.settings.supervisor.stop_grace_ms);
     let supervisor =
         RootSupervisor::new(paths.workspace.clone(), service_token, registry, stop_grace).start();
-    let workspace = WorkspaceActor::new(&paths, config, supervisor.clone()).start();
+    let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
+    let lifecycle = Lifecycle {
+        stopped: Some(stopped_tx),
+        supervisor: supervisor.clone(),
+        stopping: false,
+        notifier: notifier.clone(),
+    }
+    .start();
+    let workspace = WorkspaceActor::new(
+        &paths,
+        config,
+        supervisor.clone(),
+        lifecycle.clone().recipient(),
+    )
+    .start();
     let config_actor = ConfigActor::new(
         paths.workspace.clone(),
         config_file,
         vec![workspace.clone().recipient()],
     )
     .start();
-    let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
-    let lifecycle = Lifecycle {
-        stopped: Some(stopped_tx),
-        supervisor,
-        stopping: false,
-    }
-    .start();
     actix_rt::spawn(signals::signal_loop(
         lifecycle.clone().recipient(),
         config_actor.recipient(),
     ));
     actix_rt::spawn(listener::accept_loop(listener, max_line_bytes, workspace));
-    tracing::info!(event = "serving", socket = %paths.socket.display(), pid = std::process::id());
+    tracing::info!(event = "serving", socket = %paths.socket.display(), pid = std::process::id(), socket_activated);
+    match notifier.ready() {
+        Ok(true) => tracing::info!(event = "notified", state = "READY=1"),
+        Ok(false) => {}
+        Err(error) => tracing::warn!(event = "notify_failed", state = "READY=1", error = %error),
+    }
     let _ = stopped_rx.await;
-    remove_socket_if_ours(&paths.socket);
+    // A socket systemd owns stays for the next activation.
+    if !socket_activated {
+        remove_socket_if_ours(&paths.socket);
+    }
     tracing::info!(event = "stopped");
     Ok(())
 }
@@ -173,6 +228,7 @@ struct Lifecycle {
     stopped: Option<tokio::sync::oneshot::Sender<()>>,
     supervisor: Addr<RootSupervisor>,
     stopping: bool,
+    notifier: Notifier,
 }
 
 impl Actor for Lifecycle {
@@ -189,6 +245,9 @@ impl Handler<Shutdown> for Lifecycle {
             return;
         }
         self.stopping = true;
+        if let Err(error) = self.notifier.stopping() {
+            tracing::warn!(event = "notify_failed", state = "STOPPING=1", error = %error);
+        }
         let stop_all = self.supervisor.send(StopAll {
             reason: "service shutdown",
         });

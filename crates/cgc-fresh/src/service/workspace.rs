@@ -22,14 +22,17 @@ use cgc_fresh_proto::{
 };
 
 use super::hub::NoticeHub;
-use super::messages::{ConfigChanged, ConnId, ConnectionClosed, FromClient, Push};
+use super::messages::{
+    ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, FromClient, Push, Shutdown,
+    ShutdownReason,
+};
 use super::store::{FreshnessStore, Restored};
 use super::sync_runner::{
     CancelRun, ForgetSession, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
 };
 use crate::config_load::LoadedConfig;
 use crate::paths::ServicePaths;
-use crate::supervisor::{RootSupervisor, StopSession};
+use crate::supervisor::{LiveChildren, RootSupervisor, StopSession};
 
 pub struct WorkspaceActor {
     workspace: PathBuf,
@@ -45,6 +48,10 @@ pub struct WorkspaceActor {
     instances: HashMap<ConnId, String>,
     /// Fault injection for the panic-path tests (debug builds only).
     panic_on_status: bool,
+    /// Open client connections, and the idle-exit timer armed while none.
+    clients: usize,
+    idle_timer: Option<SpawnHandle>,
+    lifecycle: Recipient<Shutdown>,
 }
 
 pub fn now() -> Millis {
@@ -72,6 +79,7 @@ impl WorkspaceActor {
         paths: &ServicePaths,
         config: Arc<LoadedConfig>,
         supervisor: Addr<RootSupervisor>,
+        lifecycle: Recipient<Shutdown>,
     ) -> Self {
         let store = FreshnessStore::new(paths.state_dir.clone(), paths.state_file.clone());
         let restored = match store.load() {
@@ -98,6 +106,9 @@ impl WorkspaceActor {
             instances: HashMap::new(),
             panic_on_status: cfg!(debug_assertions)
                 && std::env::var_os("CGC_FRESH_FAULT_PANIC_ON_STATUS").is_some(),
+            clients: 0,
+            idle_timer: None,
+            lifecycle,
         }
     }
 
@@ -350,9 +361,58 @@ impl Handler<FromClient> for WorkspaceActor {
     }
 }
 
+impl WorkspaceActor {
+    /// Idle exit (`service.idleExitMs` > 0): a one-shot timer armed when the
+    /// last client leaves, never a periodic tick. When it fires with still
+    /// no client, no sync and no child, the service stops; the record is on
+    /// disk and socket activation starts it again on the next connection.
+    fn arm_idle_exit(&mut self, ctx: &mut Context<Self>) {
+        let Some(idle) = self.config.settings.service.idle_exit() else {
+            return;
+        };
+        if self.clients > 0 || self.idle_timer.is_some() {
+            return;
+        }
+        self.idle_timer = Some(ctx.run_later(idle, |act, ctx| {
+            act.idle_timer = None;
+            if act.clients > 0 || act.machine.current_flight().is_some() {
+                return;
+            }
+            let lifecycle = act.lifecycle.clone();
+            ctx.spawn(act.supervisor.send(LiveChildren).into_actor(act).map(
+                move |live, act, ctx| {
+                    if live.unwrap_or(1) == 0 && act.clients == 0 {
+                        tracing::info!(
+                            event = "idle_exit",
+                            idle_ms = act.config.settings.service.idle_exit_ms
+                        );
+                        lifecycle.do_send(Shutdown {
+                            reason: ShutdownReason::IdleExit,
+                        });
+                    } else {
+                        act.arm_idle_exit(ctx);
+                    }
+                },
+            ));
+        }));
+    }
+}
+
+impl Handler<ConnectionOpened> for WorkspaceActor {
+    type Result = ();
+    fn handle(&mut self, _: ConnectionOpened, ctx: &mut Self::Context) {
+        self.clients += 1;
+        if let Some(timer) = self.idle_timer.take() {
+            ctx.cancel_future(timer);
+        }
+    }
+}
+
 impl Handler<ConnectionClosed> for WorkspaceActor {
     type Result = ();
     fn handle(&mut self, msg: ConnectionClosed, ctx: &mut Self::Context) {
+        self.clients = self.clients.saturating_sub(1);
+        self.arm_idle_exit(ctx);
         self.hub.unsubscribe(msg.conn);
         self.instances.remove(&msg.conn);
         for session in msg.sessions {

@@ -1,0 +1,151 @@
+//! Running under systemd: socket activation (the socket is passed in, not
+//! bound), readiness notification, idle exit, and `install --dry-run`.
+
+use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{wait_until, Conn, Sandbox, BIN};
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Reads notification datagrams until one contains `state` (bounded).
+fn wait_notification(socket: &UnixDatagram, state: &str) -> Vec<String> {
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let n = socket
+            .recv(&mut buffer)
+            .unwrap_or_else(|e| panic!("no {state} notification ({e}); saw {seen:?}"));
+        let text = String::from_utf8_lossy(&buffer[..n]).to_string();
+        let done = text.lines().any(|l| l == state);
+        seen.push(text);
+        if done {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn socket_activation_passes_the_socket_in_and_ready_is_notified() {
+    assert!(
+        have("systemd-socket-activate"),
+        "systemd-socket-activate is required (Debian's systemd package)"
+    );
+    let sandbox = Sandbox::new();
+    let socket = sandbox.root.path().join("activated.sock");
+    let notify_path = sandbox.root.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    let log = std::fs::File::create(sandbox.root.path().join("activated.log")).unwrap();
+    let mut activator = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&socket)
+        .arg(format!("-ENOTIFY_SOCKET={}", notify_path.display()))
+        .arg(format!(
+            "-EXDG_RUNTIME_DIR={}",
+            sandbox.runtime_dir().display()
+        ))
+        .arg(format!(
+            "-EXDG_STATE_HOME={}",
+            sandbox.state_home().display()
+        ))
+        .arg(format!("-EHOME={}", sandbox.home().display()))
+        .arg(BIN)
+        .arg("serve")
+        .arg("--workspace")
+        .arg(sandbox.workspace())
+        .arg("--socket")
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    wait_until("the activation socket", Duration::from_secs(10), || {
+        socket.exists()
+    });
+    // The service starts on the first connection, on the socket it was given.
+    let mut conn = Conn::connect(&socket);
+    let welcome = conn.hello();
+    assert_eq!(
+        welcome["pid"],
+        activator.id(),
+        "systemd-socket-activate execs the service in place"
+    );
+    let seen = wait_notification(&notify, "READY=1");
+    assert!(seen.iter().any(|m| m.contains("READY=1")), "{seen:?}");
+    assert_eq!(conn.request(json!({"type": "status"}), 2)["type"], "state");
+    let text = std::fs::read_to_string(sandbox.root.path().join("activated.log")).unwrap();
+    assert!(text.contains("\"socket_activated\""), "{text}");
+    // SIGTERM: STOPPING=1, a clean exit, and the socket systemd owns is left alone.
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(activator.id() as i32, libc::SIGTERM) };
+    wait_notification(&notify, "STOPPING=1");
+    let status = activator.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        socket.exists(),
+        "an activated service must not unlink its socket"
+    );
+}
+
+#[test]
+fn idle_exit_stops_the_service_after_the_last_client_leaves() {
+    let sandbox = Sandbox::new();
+    let mut service =
+        crate::support::Service::start(&sandbox, &[], &[("CGC_SERVICE_IDLE_EXIT_MS", "300")]);
+    {
+        let mut conn = service.connect();
+        conn.hello();
+        // While a client is connected, nothing happens.
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(conn.request(json!({"type": "status"}), 1)["type"], "state");
+    }
+    let status = service.wait_exit(Duration::from_secs(10));
+    assert!(status.success());
+    assert_eq!(service.log_events("idle_exit").len(), 1);
+}
+
+#[test]
+fn no_idle_exit_by_default() {
+    let sandbox = Sandbox::new();
+    let mut service = crate::support::Service::start(&sandbox, &[], &[]);
+    drop(service.connect());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(service.child.try_wait().unwrap().is_none(), "still running");
+}
+
+#[test]
+fn install_dry_run_prints_the_plan_and_writes_nothing() {
+    let sandbox = Sandbox::new();
+    let config_home = sandbox.root.path().join("config");
+    let out = sandbox
+        .command()
+        .env("XDG_CONFIG_HOME", &config_home)
+        .args(["install", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cgc-fresh@.socket") && text.contains("cgc-fresh@.service"),
+        "{text}"
+    );
+    assert!(text.contains(BIN), "the unit runs this binary: {text}");
+    assert!(!config_home.exists(), "a dry run writes nothing");
+}
