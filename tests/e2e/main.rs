@@ -6,6 +6,7 @@ mod support;
 mod config;
 mod deploy;
 mod protocol;
+mod real_cgc;
 mod serve;
 mod supervision;
 mod sync;

@@ -1,0 +1,299 @@
+//! End-to-end against the real CodeGraphContext CLI (0.6.13, Kùzu backend,
+//! an isolated HOME per test): "fresh" must be true of the graph itself.
+//!
+//! The CLI comes from `scripts/install-cgc.sh` via `CGC_FRESH_REAL_CGC`. When
+//! it is not set these tests say so and return — unless
+//! `CGC_FRESH_REQUIRE_REAL_CGC` is set (the test script sets it), in which
+//! case its absence is a failure.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{wait_until, Conn, Sandbox, Service};
+
+fn real_cgc() -> Option<PathBuf> {
+    match std::env::var_os("CGC_FRESH_REAL_CGC") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ if std::env::var_os("CGC_FRESH_REQUIRE_REAL_CGC").is_some() => {
+            panic!("CGC_FRESH_REAL_CGC is not set; run scripts/install-cgc.sh")
+        }
+        _ => {
+            eprintln!("real cgc not installed (CGC_FRESH_REAL_CGC unset): skipping");
+            None
+        }
+    }
+}
+
+/// A small Python project, indexed by the real CLI in the sandbox's HOME.
+struct Project {
+    sandbox: Sandbox,
+    cgc: PathBuf,
+}
+
+impl Project {
+    fn new(cgc: PathBuf) -> Project {
+        let sandbox = Sandbox::new();
+        let ws = sandbox.workspace();
+        fs::create_dir_all(ws.join("pkg")).unwrap();
+        fs::write(ws.join("pkg/__init__.py"), "").unwrap();
+        fs::write(
+            ws.join("pkg/alpha.py"),
+            "def old_name(x):\n    return helper(x) + 1\n\n\ndef helper(x):\n    return x * 2\n",
+        )
+        .unwrap();
+        fs::write(
+            ws.join("pkg/beta.py"),
+            "from pkg.alpha import old_name\n\n\ndef beta_main():\n    return old_name(3)\n",
+        )
+        .unwrap();
+        let project = Project { sandbox, cgc };
+        let out = project.cgc_cmd(&["index", "."]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "cgc index failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert_eq!(project.functions_named("old_name").len(), 1, "indexed");
+        project
+    }
+
+    fn cgc_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.cgc);
+        cmd.current_dir(self.sandbox.workspace())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.sandbox.home())
+            .env("COLUMNS", "1000")
+            .args(["--db", "kuzudb"])
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Asks the graph which functions have this exact name.
+    fn functions_named(&self, name: &str) -> Vec<Value> {
+        let cypher = format!(
+            "MATCH (f:Function) WHERE f.name = '{name}' RETURN f.name AS name, f.path AS path"
+        );
+        let out = self.cgc_cmd(&["query", &cypher]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "cgc query failed: {stdout}");
+        let start = stdout
+            .find('[')
+            .unwrap_or_else(|| panic!("no JSON in query output: {stdout}"));
+        serde_json::from_str::<Vec<Value>>(stdout[start..].trim())
+            .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    }
+
+    fn service(&self, extra: &[(&str, &str)]) -> Service {
+        let cgc = self.cgc.display().to_string();
+        let mut env = vec![
+            ("CGC_EXECUTABLE", cgc.as_str()),
+            ("CGC_GLOBAL_ARGS", "--db kuzudb"),
+            ("CGC_FRESHNESS_BATCH_MS", "100"),
+            ("CGC_FRESHNESS_SETTLE_MS", "5000"),
+        ];
+        env.extend_from_slice(extra);
+        Service::start(&self.sandbox, &[], &env)
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.sandbox.workspace().join(rel)
+    }
+}
+
+fn harness(service: &Service) -> Conn {
+    let mut conn = service.connect();
+    conn.hello();
+    conn.subscribe();
+    conn.send(json!({"type": "session_start", "session": "s1", "reason": "startup"}));
+    conn
+}
+
+/// An agent edit as the harness reports it: the call, the write, the result.
+fn agent_edit(conn: &mut Conn, tool: &str, path: &str, write: impl FnOnce()) {
+    conn.send(json!({"type": "tool_call", "session": "s1", "tool": tool, "paths": [path]}));
+    write();
+    conn.send(json!({"type": "tool_result", "session": "s1", "tool": tool, "ok": true}));
+}
+
+fn sync_spawns(service: &Service) -> usize {
+    service
+        .log_events("spawn")
+        .iter()
+        .filter(|e| e["kind"] == "Sync")
+        .count()
+}
+
+#[test]
+fn a_renamed_function_reaches_the_graph_before_fresh_is_reported() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[]);
+    let mut conn = harness(&service);
+    let alpha = project.path("pkg/alpha.py");
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
+        let text = fs::read_to_string(&alpha)
+            .unwrap()
+            .replace("old_name", "new_name");
+        fs::write(&alpha, text).unwrap();
+    });
+    conn.wait_status("possibly_stale");
+    let (fresh, _) = conn.wait_status("fresh");
+    assert!(fresh["last_synced_at"].is_u64());
+    assert_eq!(
+        project.functions_named("new_name").len(),
+        1,
+        "the new name is in the graph"
+    );
+    assert!(
+        project.functions_named("old_name").is_empty(),
+        "the old name is gone from the graph"
+    );
+}
+
+#[test]
+fn a_deleted_file_and_an_added_file_reach_the_graph_before_fresh() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[]);
+    let mut conn = harness(&service);
+    let beta = project.path("pkg/beta.py");
+    agent_edit(&mut conn, "remove_file", "pkg/beta.py", || {
+        fs::remove_file(&beta).unwrap()
+    });
+    let gamma = project.path("pkg/gamma.py");
+    agent_edit(&mut conn, "write", "pkg/gamma.py", || {
+        fs::write(&gamma, "def gamma_added():\n    return 7\n").unwrap()
+    });
+    conn.wait_status("fresh");
+    assert!(
+        project.functions_named("beta_main").is_empty(),
+        "the deleted file's function is gone"
+    );
+    assert_eq!(
+        project.functions_named("gamma_added").len(),
+        1,
+        "the added file's function is there"
+    );
+}
+
+#[test]
+fn a_real_watcher_holding_the_database_makes_the_sync_skip_as_busy_naming_it() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let mut watcher = project
+        .cgc_cmd(&["watch", "."])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watcher.stdout.take().unwrap();
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut reader, &mut line).unwrap() > 0,
+            "watch ended early"
+        );
+        if line.contains("Monitoring for file changes") {
+            break;
+        }
+    }
+    let service = project.service(&[]);
+    let mut conn = harness(&service);
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {});
+    conn.wait_status("skipped_busy");
+    let notice = conn.wait_seen("busy notice", |f| f["condition"] == "sync_skipped_busy");
+    let text = notice["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("pid {}", watcher.id())),
+        "the notice names the watcher: {text}"
+    );
+    assert!(text.contains("watch"), "{text}");
+    assert_eq!(sync_spawns(&service), 0, "no cgc was spawned to find out");
+    // SIGINT: the real watcher stops cleanly and releases its lock.
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(watcher.id() as i32, libc::SIGINT) };
+    let _ = watcher.wait();
+}
+
+#[test]
+fn the_index_strategy_is_reported_not_applied_never_fresh() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[("CGC_SYNC_STRATEGY", "index")]);
+    let mut conn = harness(&service);
+    let alpha = project.path("pkg/alpha.py");
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
+        let text = fs::read_to_string(&alpha)
+            .unwrap()
+            .replace("old_name", "new_name");
+        fs::write(&alpha, text).unwrap();
+    });
+    conn.wait_seen("not applied", |f| f["condition"] == "sync_not_applied");
+    let state = conn.request(json!({"type": "status"}), 9);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
+    // And indeed the graph did not change: this is the false fresh made visible.
+    assert!(project.functions_named("new_name").is_empty());
+    assert_eq!(project.functions_named("old_name").len(), 1);
+}
+
+#[test]
+fn an_edit_during_a_real_sync_stays_stale_and_causes_exactly_one_follow_up() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[]);
+    let mut conn = harness(&service);
+    let alpha = project.path("pkg/alpha.py");
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
+        let text = fs::read_to_string(&alpha)
+            .unwrap()
+            .replace("old_name", "mid_name");
+        fs::write(&alpha, text).unwrap();
+    });
+    conn.wait_status("syncing");
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
+        let text = fs::read_to_string(&alpha)
+            .unwrap()
+            .replace("mid_name", "final_name");
+        fs::write(&alpha, text).unwrap();
+    });
+    conn.wait_status("fresh");
+    // The first completion recorded its time but claimed nothing: the
+    // follow-up was already running (syncing, with a last sync time) before
+    // the one and only fresh claim.
+    let states: Vec<&Value> = conn
+        .history
+        .iter()
+        .filter(|f| f["type"] == "state")
+        .collect();
+    let first_fresh = states.iter().position(|f| f["status"] == "fresh").unwrap();
+    let follow_up = states
+        .iter()
+        .position(|f| f["syncing"] == true && f["last_synced_at"].is_u64())
+        .unwrap_or_else(|| panic!("no follow-up after an uncovering completion: {states:?}"));
+    assert!(
+        follow_up < first_fresh,
+        "fresh was claimed before the follow-up: {states:?}"
+    );
+    wait_until(
+        "the follow-up to be counted",
+        Duration::from_secs(5),
+        || sync_spawns(&service) >= 2,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        sync_spawns(&service),
+        2,
+        "one sync plus exactly one follow-up"
+    );
+    assert_eq!(project.functions_named("final_name").len(), 1);
+    assert!(project.functions_named("mid_name").is_empty());
+}
