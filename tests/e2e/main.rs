@@ -8,5 +8,6 @@ mod deploy;
 mod protocol;
 mod real_cgc;
 mod serve;
+mod sessions;
 mod supervision;
 mod sync;
