@@ -241,3 +241,19 @@ fn status_and_send_talk_to_the_running_service() {
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stdout).contains("unknown_type"));
 }
+
+#[test]
+fn status_without_a_service_shows_the_recorded_state_and_says_it_is_not_observed() {
+    let sandbox = Sandbox::new();
+    let mut service = Service::start(&sandbox, &[], &[]);
+    service.signal(libc::SIGTERM);
+    service.wait_exit(Duration::from_secs(10));
+    let out = sandbox.command().args(["status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("not observed (no service running)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("last recorded status unknown"), "{stdout}");
+}

@@ -39,7 +39,13 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             })?;
             Ok(EXIT_OK)
         }
-        Command::Status { json } => with_client(&paths, |client| status(client, json)),
+        Command::Status { json } => {
+            let code = with_client(&paths, |client| status(client, json))?;
+            if code == EXIT_NOT_RUNNING {
+                report_recorded_state(&paths, json);
+            }
+            Ok(code)
+        }
         Command::Sync => with_client(&paths, sync),
         Command::Events => with_client(&paths, events),
         Command::Send { frame } => with_client(&paths, |client| send(client, &frame)),
@@ -112,6 +118,47 @@ fn status(client: &mut Client, json: bool) -> Result<u8, ClientError> {
             Ok(EXIT_OK)
         }
         other => unexpected(other),
+    }
+}
+
+/// With no service running, the last record on disk is still worth
+/// showing — clearly labelled as such (a stopped service observes nothing,
+/// so it can never say `fresh`).
+fn report_recorded_state(paths: &ServicePaths, json: bool) {
+    let text = match std::fs::read_to_string(&paths.state_file) {
+        Ok(text) => text,
+        Err(_) => {
+            eprintln!(
+                "cgc-fresh: no freshness record for this workspace yet ({})",
+                paths.state_file.display()
+            );
+            return;
+        }
+    };
+    match cgc_fresh_core::freshness::FreshnessRecord::from_json(&text) {
+        Ok(record) => {
+            if json {
+                println!("{}", text.trim());
+                return;
+            }
+            let mut line = format!(
+                "{}: not observed (no service running); last recorded status {}",
+                paths.workspace.display(),
+                record.status.as_str().replace('_', " ")
+            );
+            let now = now_ms();
+            if let Some(at) = record.last_synced_at {
+                line.push_str(&format!("; last sync {}", ago(now, at.get())));
+            }
+            if let Some(error) = &record.last_error {
+                line.push_str(&format!("; last error: {error}"));
+            }
+            println!("{line}");
+        }
+        Err(error) => eprintln!(
+            "cgc-fresh: the record {} is unreadable: {error}",
+            paths.state_file.display()
+        ),
     }
 }
 
