@@ -245,3 +245,27 @@ fn a_sigkilled_service_leaves_only_what_the_next_start_sweeps() {
     let state = next.connect().request(json!({"type": "status"}), 1);
     assert_eq!(state["status"], "unknown", "{state}");
 }
+
+#[test]
+fn a_corrupt_registry_file_is_survived_with_a_warning() {
+    let sandbox = Sandbox::new();
+    let socket = sandbox.default_socket();
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let registry = socket.with_extension("children.json");
+    std::fs::write(&registry, b"{ not json").unwrap();
+    let service = Service::start(&sandbox, &[], &[]);
+    assert_eq!(
+        service.connect().request(json!({"type": "status"}), 1)["type"],
+        "state"
+    );
+    assert_eq!(
+        service.log_events("registry_unreadable").len(),
+        1,
+        "{}",
+        service.log_text()
+    );
+    // It was replaced by a well-formed one.
+    let text = std::fs::read_to_string(&registry).unwrap();
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed["children"], json!([]));
+}

@@ -412,3 +412,36 @@ fn unindexed_workspace_is_declined_without_autocreate_and_synced_with_it() {
     edit(&mut conn, "s2", "a.py");
     conn.wait_status("fresh");
 }
+
+#[test]
+fn a_spawned_cgc_that_hits_the_lock_is_busy_not_a_failure() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    // The lock was free at the probe, then taken before CGC opened it: CGC's
+    // own lock error (wrapped at 80 columns, as without COLUMNS) must count
+    // as busy, and busy consumes no budget slot.
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": [
+            {"steps": [{"stdout": ["Database Connection Error: IO exception: Could not set lock on", "file : /x/.codegraphcontext/db/kuzudb", "Another CGC process already has this embedded database open."]}], "exit": 1},
+            "builtin"
+        ]}),
+    );
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env_with(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "1")]),
+    );
+    let mut conn = harness(&service, "s1");
+    edit(&mut conn, "s1", "a.py");
+    conn.wait_status("skipped_busy");
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "sync_failed"),
+        0,
+        "busy is not a failure"
+    );
+    // The slot was refunded: the next drift may still sync once.
+    edit(&mut conn, "s1", "b.py");
+    conn.wait_status("fresh");
+    assert_eq!(fake.invocations().len(), 2);
+}

@@ -19,6 +19,7 @@
 //! - register each child with [`reap::ExitWatchers::watch`] right after
 //!   spawning it, before yielding to the runtime.
 
+pub mod busy;
 pub mod capture;
 pub mod cgc_markers;
 pub mod proc_info;

@@ -18,8 +18,8 @@ use cgc_fresh_core::sync_plan::{
     SyncRunFacts, WATCH_READY_MARKER,
 };
 
+use crate::process::busy::find_lock_holder;
 use crate::process::cgc_markers::output_has_lock_error;
-use crate::process::proc_info::{describe_process, lock_candidates, probe_write_lock};
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
 
@@ -130,33 +130,9 @@ impl SyncRunner {
         self.report_to.do_send(SyncReport { flight, event });
     }
 
-    /// The first other process holding a candidate database file, named.
+    /// The process holding CGC's database, if any (see `process::busy`).
     fn lock_holder(&self) -> Option<String> {
-        let env = |name: &str| std::env::var(name).ok();
-        for path in lock_candidates(
-            &self.workspace,
-            &self.home,
-            &self.settings.cgc.global_args,
-            env,
-        ) {
-            match probe_write_lock(&path) {
-                Ok(Some(holder)) => {
-                    let who = holder
-                        .pid
-                        .map(describe_process)
-                        .unwrap_or_else(|| "a process on another host or namespace".into());
-                    tracing::info!(event = "lock_probe", path = %path.display(), held = true, holder = %who);
-                    return Some(who);
-                }
-                Ok(None) => {
-                    tracing::debug!(event = "lock_probe", path = %path.display(), held = false)
-                }
-                Err(error) => {
-                    tracing::warn!(event = "lock_probe_failed", path = %path.display(), error = %error)
-                }
-            }
-        }
-        None
+        find_lock_holder(&self.workspace, &self.home, &self.settings.cgc.global_args)
     }
 
     fn indexed_by_marker(&self) -> bool {
