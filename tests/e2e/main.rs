@@ -11,3 +11,4 @@ mod serve;
 mod sessions;
 mod supervision;
 mod sync;
+mod watcher;

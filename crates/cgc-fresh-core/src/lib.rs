@@ -7,3 +7,4 @@
 pub mod config;
 pub mod freshness;
 pub mod sync_plan;
+pub mod watcher;

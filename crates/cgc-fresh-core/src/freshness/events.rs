@@ -2,12 +2,22 @@
 //!
 //! Inputs are observations with no decisions attached: harness session and
 //! tool events, a person's sync request, the shell's reports about the syncs
-//! it was told to start, and the passing of the deadline the shell armed.
-//! Effects are decisions the shell carries out. The watcher supervisor will
-//! feed its own observations (`WatcherVerified`, `WatcherDied`, …) as further
-//! variants of [`Input`]; nothing here assumes there are none.
+//! it was told to start, the watcher supervisor's reports about the managed
+//! watcher, and the passing of the deadline the shell armed. Effects are
+//! decisions the shell carries out.
+//!
+//! The watcher is started by the shell (after [`crate::watcher::gate()`] and
+//! the lock probe), not by an effect: its attempt is reported with exactly
+//! one opening input — `WatcherStarted`, `WatcherSpawnFailed`,
+//! `WatcherBusy` or `WatcherDeclined` — and a started watcher with exactly
+//! one of `WatcherVerified` (then later an ending), `WatcherFailed`,
+//! `WatcherDied` or `WatcherStopped`. Reports about a started watcher name
+//! its `pid`, so a late report about an earlier watcher is recognised as
+//! stale.
 
 use cgc_fresh_proto::{NoticeCondition, NoticeLevel, SessionStartReason};
+
+use crate::config::WatchMode;
 
 use super::flight::FlightId;
 
@@ -57,6 +67,69 @@ pub enum Input {
         session: String,
         condition: NoticeCondition,
     },
+    /// The shell spawned `session`'s managed watcher (`cgc watch`, in
+    /// `mode` `on` or `auto`): process `pid` exists, not yet verified.
+    WatcherStarted {
+        session: String,
+        mode: WatchMode,
+        pid: u32,
+    },
+    /// Spawning `session`'s watcher failed (no process ran), e.g. the
+    /// executable is missing.
+    WatcherSpawnFailed {
+        session: String,
+        mode: WatchMode,
+        error: String,
+    },
+    /// `session`'s watcher `pid` is verified alive: it survived
+    /// `freshness.watcherLivenessMs`, or printed its ready line while alive
+    /// (the shell decides which ends the probe).
+    WatcherVerified { session: String, pid: u32 },
+    /// `session`'s watcher `pid` exited or failed before it was verified.
+    /// `error`: its exit status and a tail of its output.
+    WatcherFailed {
+        session: String,
+        pid: u32,
+        error: String,
+    },
+    /// `session`'s watcher `pid` exited after it was verified. `error`:
+    /// its exit status and a tail of its output. (The machine goes by its
+    /// own record of verification: a `WatcherDied` for a watcher it has not
+    /// verified counts as `WatcherFailed`, and the other way round.)
+    WatcherDied {
+        session: String,
+        pid: u32,
+        error: String,
+    },
+    /// The lock probe found the database held when `session`'s watcher
+    /// would start: nothing was spawned. `holder` names the holder, e.g.
+    /// `pid 4242: cgc mcp start`.
+    WatcherBusy {
+        session: String,
+        mode: WatchMode,
+        holder: String,
+    },
+    /// `auto` mode declined `session`'s watcher; nothing was spawned.
+    WatcherDeclined {
+        session: String,
+        reason: WatcherDecline,
+    },
+    /// The shell stopped `session`'s watcher `pid` on purpose while the
+    /// session is live (e.g. a reload turned `freshness.watch` off). Not a
+    /// failure and no notice. When the session itself ends, the
+    /// `SessionEnded` already ended its watcher here, and a later
+    /// `WatcherStopped` changes nothing.
+    WatcherStopped { session: String, pid: u32 },
+}
+
+/// Why `auto` mode spawned no watcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatcherDecline {
+    /// The backend is embedded or could not be determined; the text is the
+    /// detection answer, e.g. `kuzudb (environment DEFAULT_DATABASE)`.
+    Backend(String),
+    /// The workspace has no index (`.codegraphcontext/`).
+    Unindexed,
 }
 
 /// How a spawned sync ended.

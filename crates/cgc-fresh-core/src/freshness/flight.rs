@@ -12,7 +12,10 @@
 //! session that paid for an automatic flight ends, the flight is cancelled
 //! and *drains*: it makes no claim any more, but it still occupies the
 //! workspace until its process is reported gone, so the next sync does not
-//! find our own dying `cgc` holding the database lock.
+//! find our own dying `cgc` holding the database lock. A running flight also
+//! drains, without being stopped, when a verified watcher takes over the
+//! workspace's freshness: stopping a sync part-way could leave the graph
+//! between states, and its outcome no longer decides anything.
 
 use cgc_fresh_proto::FreshnessStatus;
 
@@ -132,9 +135,18 @@ pub(crate) enum FlightSlot {
     Idle,
     /// A sync runs and its outcome counts.
     Running(Box<Flight>),
-    /// A cancelled sync whose process is still going away; its outcome
-    /// counts for nothing.
-    Draining(FlightId),
+    /// A sync whose outcome counts for nothing any more, still occupying
+    /// the workspace until its terminal report.
+    Draining(FlightId, DrainCause),
+}
+
+/// Why a flight drains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DrainCause {
+    /// Cancelled (its paying session ended): its process is being stopped.
+    Cancelled,
+    /// A verified watcher owns freshness now: the sync runs to its end.
+    Superseded,
 }
 
 impl FlightSlot {
@@ -143,7 +155,7 @@ impl FlightSlot {
         match self {
             FlightSlot::Idle => None,
             FlightSlot::Running(flight) => Some(flight.id),
-            FlightSlot::Draining(id) => Some(*id),
+            FlightSlot::Draining(id, _) => Some(*id),
         }
     }
 

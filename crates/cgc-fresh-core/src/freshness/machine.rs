@@ -2,6 +2,9 @@
 //!
 //! Every rule lives in one place here; the module docs of
 //! [`crate::freshness`] map the spec's requirements onto the functions below.
+//! The managed watcher's transitions are in the `watcher` submodule.
+
+mod watcher;
 
 use std::cmp::max;
 
@@ -9,13 +12,14 @@ use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, StateFrame, WatcherFacts
 
 use super::epoch::EditTracker;
 use super::events::{Effect, Input, SyncOutcome};
-use super::flight::{Flight, FlightId, FlightSlot, QueuedSync, SyncKind};
+use super::flight::{DrainCause, Flight, FlightId, FlightSlot, QueuedSync, SyncKind};
 use super::notice_text;
 use super::pending_paths::PendingPaths;
 use super::policy::FreshnessPolicy;
 use super::record::{FreshnessRecord, PendingSummary, RECORD_VERSION};
 use super::session::{Known, Registration, SessionKey, Sessions};
 use super::time::Millis;
+use super::watcher_slot::WatcherSlot;
 use super::workspace_path::{PathPlacement, WorkspaceRoot};
 
 /// The freshness of one workspace, with the sessions, edits and syncs that
@@ -35,6 +39,8 @@ pub struct Freshness {
     /// The live session whose edit most recently opened or continued the
     /// current episode: it pays for the automatic sync.
     last_editor: Option<SessionKey>,
+    /// The managed watcher, if one runs.
+    watcher: WatcherSlot,
     now: Millis,
 }
 
@@ -87,6 +93,7 @@ impl Freshness {
             flight: FlightSlot::Idle,
             queued: None,
             last_editor: None,
+            watcher: WatcherSlot::Absent,
             now,
         }
     }
@@ -119,9 +126,11 @@ impl Freshness {
     /// The one time at which the machine must be woken with
     /// [`Input::Wake`] if nothing else arrives before; `None` while nothing
     /// is waiting on time (idle, or a sync is running — its report will
-    /// come). The shell re-reads it after every `handle` and keeps exactly
-    /// one one-shot timer armed for it. A returned time may already have
-    /// passed only if no input was handled since; waking then is correct.
+    /// come; or an automatic sync waits for a watcher's verification —
+    /// that report will come). The shell re-reads it after every `handle`
+    /// and keeps exactly one one-shot timer armed for it. A returned time
+    /// may already have passed only if no input was handled since; waking
+    /// then is correct.
     pub fn next_deadline(&self) -> Option<Millis> {
         if !self.flight.is_idle() {
             return None;
@@ -129,6 +138,7 @@ impl Freshness {
         let queued = self.queued?;
         match queued.kind {
             SyncKind::Manual { .. } => Some(queued.due_at),
+            SyncKind::Automatic { .. } if self.watcher.is_verifying() => None,
             SyncKind::Automatic { .. } => Some(match self.edits.all_settled_by() {
                 Some(settled) => max(queued.due_at, settled),
                 None => queued.due_at,
@@ -192,6 +202,20 @@ impl Freshness {
                 .map(|(_, live)| live.budget.spawned()),
             Known::Ended | Known::Unknown => None,
         }
+    }
+
+    /// Whether a verified watcher owns the workspace's freshness: edits
+    /// open no stale episode and no sync is started while it runs.
+    pub fn watcher_owns_freshness(&self) -> bool {
+        self.watcher.is_verified()
+    }
+
+    /// Whether `session` may make its watcher attempt now: it is live, has
+    /// not attempted in this lifetime (one attempt per session; a failed or
+    /// declined attempt is not retried), and no watcher runs for the
+    /// workspace. An attempt reported when this is false is ignored.
+    pub fn watcher_attempt_allowed(&self, session: &str) -> bool {
+        self.attempt_opener(session).is_some()
     }
 
     /// The state frame this machine can fill in. The backend is not known
@@ -288,6 +312,12 @@ impl Freshness {
                     Some(Known::Ended) => return false,
                 };
                 self.catch_up(now);
+                if self.watcher.is_verified() {
+                    // The verified watcher keeps the graph current: the
+                    // request joins it (a sync would find nothing to do, or
+                    // our own watcher holding the embedded database).
+                    return false;
+                }
                 if let FlightSlot::Running(flight) = &self.flight {
                     if flight.covers_every_edit(self.record.edit_epoch) {
                         // The running sync already covers every observed
@@ -326,6 +356,14 @@ impl Freshness {
                 }
                 false
             }
+            watcher_report @ (Input::WatcherStarted { .. }
+            | Input::WatcherSpawnFailed { .. }
+            | Input::WatcherVerified { .. }
+            | Input::WatcherFailed { .. }
+            | Input::WatcherDied { .. }
+            | Input::WatcherBusy { .. }
+            | Input::WatcherDeclined { .. }
+            | Input::WatcherStopped { .. }) => self.take_watcher_report(now, watcher_report, out),
         }
     }
 
@@ -369,6 +407,13 @@ impl Freshness {
         let id = self.record.edit_epoch;
         self.edits
             .record_call(key, tool, now, self.policy.settle_ms, Some(id));
+        if self.watcher.is_verified() {
+            // Spec, "Verified watcher owns freshness": the watcher applies
+            // this edit when it lands; no stale episode opens. The edit is
+            // still counted and tracked until settled, so that the lazy
+            // path has the whole picture if the watcher goes away.
+            return;
+        }
         match target {
             EditTarget::Unknown => self.pending.mark_whole_workspace(),
             EditTarget::Paths(paths) => {
@@ -382,7 +427,7 @@ impl Freshness {
         match &mut self.flight {
             // The running sync may miss this edit; its completion decides.
             FlightSlot::Running(flight) => flight.note_edit(now),
-            FlightSlot::Idle | FlightSlot::Draining(_) => {
+            FlightSlot::Idle | FlightSlot::Draining(..) => {
                 self.record.status = FreshnessStatus::PossiblyStale;
             }
         }
@@ -425,6 +470,13 @@ impl Freshness {
     /// report is a stale completion. A manual sync is not tied to a session.
     fn end_lifetime(&mut self, key: SessionKey, out: &mut Vec<Effect>) {
         self.edits.end_session(key);
+        if self
+            .watcher
+            .running()
+            .is_some_and(|watcher| watcher.owner == key)
+        {
+            self.watcher_gone();
+        }
         if self.last_editor == Some(key) {
             self.last_editor = None;
         }
@@ -446,7 +498,7 @@ impl Freshness {
                 out.push(Effect::CancelSync { flight: flight.id });
                 self.record.status = self.status_without_claim(&flight);
                 self.pending.merge(flight.paths);
-                self.flight = FlightSlot::Draining(flight.id);
+                self.flight = FlightSlot::Draining(flight.id, DrainCause::Cancelled);
             }
         }
     }
@@ -460,8 +512,18 @@ impl Freshness {
     /// session gets the one-time budget notice and nothing spawns. A manual
     /// sync starts at once: it is not budgeted, and an edit still being
     /// written when it starts only keeps it from claiming `fresh`.
+    ///
+    /// While a watcher is verifying, a due automatic sync waits for the
+    /// verification to settle: verified, the watcher covers the drift;
+    /// failed, the sync runs then. (Started now, it would often find our
+    /// own watcher holding the embedded database and end busy.) While a
+    /// verified watcher owns freshness, nothing is started at all.
     fn start_due_sync(&mut self, out: &mut Vec<Effect>) {
         if !self.flight.is_idle() {
+            return;
+        }
+        if self.watcher.is_verified() {
+            self.queued = None;
             return;
         }
         let Some(queued) = self.queued else {
@@ -476,7 +538,7 @@ impl Freshness {
                 self.start(None, requester, out);
             }
             SyncKind::Automatic { payer } => {
-                if self.edits.has_unsettled() {
+                if self.edits.has_unsettled() || self.watcher.is_verifying() {
                     return;
                 }
                 self.queued = None;
@@ -563,7 +625,7 @@ impl Freshness {
         out: &mut Vec<Effect>,
     ) -> bool {
         match &self.flight {
-            FlightSlot::Draining(draining) if *draining == id => {
+            FlightSlot::Draining(draining, _) if *draining == id => {
                 self.catch_up(now);
                 self.flight = FlightSlot::Idle;
                 return true;
@@ -783,7 +845,7 @@ impl Freshness {
     fn pending_summary(&self) -> PendingSummary {
         match &self.flight {
             FlightSlot::Running(flight) => self.pending.union_summary(&flight.paths),
-            FlightSlot::Idle | FlightSlot::Draining(_) => self.pending.summary(),
+            FlightSlot::Idle | FlightSlot::Draining(..) => self.pending.summary(),
         }
     }
 
@@ -793,7 +855,16 @@ impl Freshness {
                 Some(pid) => format!("sync {} running (pid {pid})", flight.id.get()),
                 None => format!("sync {} starting", flight.id.get()),
             }),
-            FlightSlot::Draining(id) => Some(format!("sync {} cancelled, stopping", id.get())),
+            FlightSlot::Draining(id, DrainCause::Cancelled) => {
+                Some(format!("sync {} cancelled, stopping", id.get()))
+            }
+            FlightSlot::Draining(id, DrainCause::Superseded) => Some(format!(
+                "sync {} superseded by the watcher, finishing",
+                id.get()
+            )),
+            FlightSlot::Idle if self.queued.is_some() && self.watcher.is_verifying() => {
+                Some("a sync waits for the watcher's verification".to_string())
+            }
             FlightSlot::Idle if self.queued.is_some() => Some("a sync is queued".to_string()),
             FlightSlot::Idle if self.restored && self.record.status == FreshnessStatus::Unknown => {
                 Some("restored from disk; unknown until a sync completes".to_string())

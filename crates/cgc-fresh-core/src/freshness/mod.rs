@@ -47,6 +47,12 @@
 //! | "Freshness observation rebinds on session replacement": budget and ledger per session lifetime, record shared, idempotent registration | `session.rs`, `end_lifetime` |
 //! | Seed 002: bounded pending batch collapsing into a whole-workspace marker | `pending_paths.rs` |
 //! | Seed 003: single flight, stale completions rejected, every completion a defined transition | `flight.rs`, `end_flight` |
+//! | "Opt-in continuous watcher mode": one attempt per session, the watcher belongs to its session | `watcher_attempt_allowed`, `LiveSession::watcher_attempted` (`session.rs`), `end_lifetime`; the gate itself is [`crate::watcher::gate()`] |
+//! | "Watcher liveness verification before the fresh claim": nothing claimed while verifying; verified → `fresh` + start notice; failed → `not_verified` + error + notice, lazy mode resumes | `watcher_slot.rs`, `machine/watcher.rs` (`watcher_verified`, `watcher_not_verified`) |
+//! | "Verified watcher owns freshness": edits open no stale episode, no sync starts | `observe_edit`, `start_due_sync`, `SyncRequested` in `take` ([`Freshness::watcher_owns_freshness`]) |
+//! | "Watcher start blocked by lock": no spawn, busy notice naming the holder, lazy mode, no `fresh` | `watcher_skipped_busy` |
+//! | "Unindexed workspace stays watcher-free", "Embedded backend never auto-spawns": one-time notice explaining the decline | `watcher_declined` |
+//! | Design §5: death after verification drops to `possibly_stale` at once | `watcher_died`, `watcher_gone` |
 //!
 //! # Choices the spec leaves open
 //!
@@ -82,6 +88,62 @@
 //! - **Stale completion.** A report about a cancelled sync makes no claim
 //!   and changes no record; it only frees the workspace for the next sync
 //!   (the process it reported on is gone), which may then start.
+//!
+//! # The managed watcher
+//!
+//! The shell decides with [`crate::watcher::gate()`] and the lock probe,
+//! runs `cgc watch`, times the liveness probe, and reports; the machine
+//! decides what the reports mean for freshness.
+//!
+//! - **One attempt per session, one watcher per workspace.** A session
+//!   lifetime makes at most one attempt, reported by exactly one of
+//!   `WatcherStarted`, `WatcherSpawnFailed`, `WatcherBusy` or
+//!   `WatcherDeclined`, and only while no watcher runs
+//!   ([`Freshness::watcher_attempt_allowed`]); any other attempt report is
+//!   ignored. A later session (a replacement included) has its own attempt.
+//! - **Stale reports.** Reports about a started watcher name its session
+//!   and pid; one naming a session that is not live or a pid that is not
+//!   the running watcher's changes nothing. A session's end (or
+//!   replacement) ends its watcher here at once — the shell stops the
+//!   process — so a `WatcherStopped` after the end, or a late
+//!   `WatcherVerified` from a verification that was under way, is stale.
+//! - **While verifying,** nothing is claimed and lazy mode runs as usual —
+//!   edits open episodes and notices, manual syncs start — except that an
+//!   automatic sync that comes due waits for the verification to settle:
+//!   verified, the watcher covers the drift; failed or stopped, the sync
+//!   starts then. (Started at once it would mostly meet our own watcher's
+//!   lock on an embedded backend and end busy.) The shell must settle every
+//!   started watcher (verified, failed, died or stopped), as it answers
+//!   every `StartSync`.
+//! - **Verified.** The status is `fresh` (the watcher keeps the graph
+//!   current; the shell starts it so that it reconciles the working tree
+//!   first), `stale_since`, pending work and `last_error` are cleared, the
+//!   watcher-start notice goes to every live session. Until it ends, edits
+//!   from any session are counted but open no episode, no sync starts, a
+//!   queued sync is dropped and a person's request joins the watcher. A sync
+//!   that was running drains without being stopped: its completion changes
+//!   nothing (a slot it consumed stays consumed).
+//! - **Failed before verification** (or not spawned): `not_verified`, the
+//!   error in `last_error`, the not-verified notice; never a `fresh` for
+//!   it. Whether a report counts as before or after verification is the
+//!   machine's own record, whichever of `WatcherFailed`/`WatcherDied` the
+//!   shell sent (a ready line followed by a death is a death).
+//! - **Died after verification:** `possibly_stale` at once with
+//!   `stale_since` = the death and the whole workspace pending, the error
+//!   recorded, the died notice; the death opens a drift episode, so an
+//!   automatic sync paid by the watcher's session follows after `batchMs`.
+//! - **Stopped on purpose, or its session ended:** the watcher facts are
+//!   cleared, no notice. A verified watcher leaves `possibly_stale` from
+//!   that moment (nothing observes changes for it any more, and it may have
+//!   missed the last ones); no sync is queued — the next drift or a request
+//!   syncs.
+//! - **Busy / declined:** nothing ran. Busy records `skipped_busy` with the
+//!   holder in `last_error`; declined leaves the status as it was. Both
+//!   record the watcher facts and notify every live session once; lazy
+//!   mode goes on. While a sync runs, a watcher outcome that would set the
+//!   status leaves it to the sync's completion.
+//! - **Restart.** A watcher never survives the service: its facts are
+//!   dropped with the status.
 
 mod budget;
 mod epoch;
@@ -95,6 +157,7 @@ mod policy;
 mod record;
 mod session;
 mod time;
+mod watcher_slot;
 mod workspace_path;
 
 #[cfg(test)]
@@ -102,7 +165,7 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use events::{Effect, Input, SyncOutcome};
+pub use events::{Effect, Input, SyncOutcome, WatcherDecline};
 pub use flight::FlightId;
 pub use machine::Freshness;
 pub use pending_paths::{PendingPaths, MAX_PENDING_PATHS, MAX_PENDING_PATH_BYTES};

@@ -102,6 +102,68 @@ pub fn budget_exhausted(workspace: &str, max_syncs: u32) -> String {
     )
 }
 
+/// A watcher was verified alive and now keeps the graph current.
+pub fn watcher_started(workspace: &str, pid: u32) -> String {
+    format!(
+        "A CGC watcher (`cgc watch`, pid {pid}) now keeps the code graph of {workspace} current; \
+         edits need no sync while it runs. It stops when this session ends."
+    )
+}
+
+/// `auto` mode declined the watcher because of the backend.
+pub fn watcher_declined_backend(workspace: &str, answer: &str) -> String {
+    format!(
+        "No watcher was started for {workspace}: `freshness.watch` is `auto` and the graph \
+         backend is {}, which is not a server backend (neo4j, falkordb-remote). Edits are synced \
+         lazily instead. To watch anyway, set `freshness.watch` to `on` (the watcher then holds \
+         an embedded database's lock while it runs).",
+        clip(answer)
+    )
+}
+
+/// `auto` mode declined the watcher because the workspace has no index.
+pub fn watcher_declined_unindexed(workspace: &str) -> String {
+    format!(
+        "No watcher was started for {workspace}: the workspace has no code graph index yet \
+         (no `.codegraphcontext/`), and `auto` watching never creates one. To index it, run \
+         `cgc index .` in the workspace; the watcher is considered again next session."
+    )
+}
+
+/// The watcher failed (or could not be spawned) before it was verified.
+pub fn watcher_not_verified(workspace: &str, error: &str) -> String {
+    format!(
+        "The watcher for {workspace} failed before it was verified: {}. The graph is not claimed \
+         fresh; edits are synced lazily instead, and the watcher is tried again next session. \
+         To sync now, {SYNC_HINT}.",
+        clip(error)
+    )
+}
+
+/// The verified watcher exited.
+pub fn watcher_died(workspace: &str, error: &str, sync_follows: bool) -> String {
+    let next = if sync_follows {
+        "A background sync follows shortly."
+    } else {
+        "No automatic sync follows."
+    };
+    format!(
+        "The watcher for {workspace} exited: {}. The code graph may be stale from now on; edits \
+         are synced lazily again. {next} To sync now, {SYNC_HINT}; the watcher is tried again \
+         next session.",
+        clip(error)
+    )
+}
+
+/// The watcher was not started because another process holds the database.
+pub fn watcher_skipped_busy(workspace: &str, holder: &str) -> String {
+    format!(
+        "No watcher was started for {workspace}: the graph database is held by another process \
+         ({}). Edits are synced lazily instead; the watcher is tried again next session.",
+        clip(holder)
+    )
+}
+
 /// `fact` cut to [`MAX_FACT_CHARS`] characters, on one line.
 fn clip(fact: &str) -> String {
     let one_line: String = fact
@@ -153,6 +215,32 @@ mod tests {
         assert!(!text.contains('\n'), "{text}");
         assert!(text.contains('…'), "{text}");
         assert!(text.chars().count() < 500, "{text}");
+    }
+
+    #[test]
+    fn watcher_texts_name_the_workspace_and_the_cause() {
+        let texts = [
+            watcher_started("/w", 4242),
+            watcher_declined_backend("/w", "kuzudb (environment DEFAULT_DATABASE)"),
+            watcher_declined_unindexed("/w"),
+            watcher_not_verified("/w", "exit status 1: Database Configuration Error"),
+            watcher_died("/w", "killed by signal 9", true),
+            watcher_skipped_busy("/w", "pid 7: cgc mcp start"),
+        ];
+        for text in &texts {
+            assert!(text.contains("/w"), "{text}");
+            assert!(!text.contains('\n'), "{text}");
+        }
+        assert!(texts[0].contains("pid 4242"));
+        assert!(texts[1].contains("kuzudb (environment DEFAULT_DATABASE)"));
+        assert!(texts[1].contains("`on`"), "what the person can do");
+        assert!(texts[2].contains("cgc index ."));
+        assert!(texts[3].contains("Database Configuration Error"));
+        assert!(texts[3].contains("cgc-fresh sync"));
+        assert!(texts[4].contains("killed by signal 9"));
+        assert!(texts[4].contains("background sync follows"));
+        assert!(watcher_died("/w", "x", false).contains("No automatic sync follows"));
+        assert!(texts[5].contains("pid 7: cgc mcp start"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Property tests: random interleavings of session starts, ends and
 //! replacements, tool calls and results, wakes, sync reports with random
-//! outcomes, notice deliveries and restarts (rebuilding the machine from its
-//! persisted record), checked after every step against a shadow model.
+//! outcomes, watcher reports, notice deliveries and restarts (rebuilding the
+//! machine from its persisted record), checked after every step against a
+//! shadow model.
 //!
 //! The shadow keeps its own list of observed edits and a deliberately
 //! *permissive* notion of "settled" (any result of the same session and
@@ -9,6 +10,13 @@
 //! the session). The machine settles no more than that, so "the shadow saw
 //! an unsettled edit at a sync's start" implies the machine did too — which
 //! is what makes the no-false-freshness check sound.
+//!
+//! The shadow's watcher is the plain reading of the spec: an attempt is
+//! one per session lifetime and only while no watcher runs; reports name
+//! the owner's live session and the watcher's pid; a `fresh` that no sync
+//! justifies is allowed only while a watcher verified after its
+//! `WatcherStarted` — with no failure, death, stop or end of its session in
+//! between — is running.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +24,7 @@ use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, SessionStartReason};
 use proptest::prelude::*;
 
 use super::*;
+use crate::config::WatchMode;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 const INSTANCES: [&str; 2] = ["i1", "i2"];
@@ -66,7 +75,77 @@ enum Op {
         condition: usize,
     },
     Restart,
+    Watcher(WatcherOp),
 }
+
+/// A watcher report. `owner` picks the running watcher's session (when
+/// there is one) instead of `name`; `right_pid` its pid instead of another.
+#[derive(Debug, Clone)]
+struct WatcherOp {
+    kind: WatcherKind,
+    name: usize,
+    owner: bool,
+    right_pid: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WatcherKind {
+    Started,
+    SpawnFailed,
+    Busy,
+    DeclinedBackend,
+    DeclinedUnindexed,
+    Verified,
+    Failed,
+    Died,
+    Stopped,
+}
+
+const WATCHER_KINDS: [WatcherKind; 9] = [
+    WatcherKind::Started,
+    WatcherKind::SpawnFailed,
+    WatcherKind::Busy,
+    WatcherKind::DeclinedBackend,
+    WatcherKind::DeclinedUnindexed,
+    WatcherKind::Verified,
+    WatcherKind::Failed,
+    WatcherKind::Died,
+    WatcherKind::Stopped,
+];
+
+fn watcher_op() -> impl Strategy<Value = WatcherOp> {
+    (
+        prop::sample::select(WATCHER_KINDS.to_vec()),
+        0..3usize,
+        prop::bool::weighted(0.8),
+        prop::bool::weighted(0.9),
+    )
+        .prop_map(|(kind, name, owner, right_pid)| WatcherOp {
+            kind,
+            name,
+            owner,
+            right_pid,
+        })
+}
+
+/// The shadow's watcher.
+#[derive(Debug, Clone, Copy)]
+struct ShadowWatcher {
+    lifetime: u64,
+    name: &'static str,
+    pid: u32,
+    verified: bool,
+}
+
+/// Notice conditions only a watcher report may raise.
+const WATCHER_CONDITIONS: [NoticeCondition; 6] = [
+    NoticeCondition::WatcherStarted,
+    NoticeCondition::WatcherDeclinedBackend,
+    NoticeCondition::WatcherDeclinedUnindexed,
+    NoticeCondition::WatcherNotVerified,
+    NoticeCondition::WatcherDied,
+    NoticeCondition::WatcherSkippedBusy,
+];
 
 fn outcome(index: usize) -> SyncOutcome {
     match index % 8 {
@@ -106,6 +185,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..3usize, 0..NoticeCondition::ALL.len())
             .prop_map(|(name, condition)| Op::Deliver { name, condition }),
         1 => Just(Op::Restart),
+        5 => watcher_op().prop_map(Op::Watcher),
     ]
 }
 
@@ -156,6 +236,8 @@ struct Expect {
     succeeded: Option<OpenFlight>,
     drained: bool,
     wake: bool,
+    /// The watcher notice this step may raise.
+    watcher_notice: Option<NoticeCondition>,
 }
 
 struct World {
@@ -174,6 +256,9 @@ struct World {
     spawns: BTreeMap<u64, u32>,
     delivered: BTreeSet<(u64, NoticeCondition)>,
     emitted: Vec<(&'static str, NoticeCondition)>,
+    watcher: Option<ShadowWatcher>,
+    attempted: BTreeSet<u64>,
+    next_pid: u32,
 }
 
 impl World {
@@ -194,6 +279,9 @@ impl World {
             spawns: BTreeMap::new(),
             delivered: BTreeSet::new(),
             emitted: Vec::new(),
+            watcher: None,
+            attempted: BTreeSet::new(),
+            next_pid: 1_000,
         }
     }
 
@@ -215,6 +303,12 @@ impl World {
                 open.cancelled = true;
                 expect.cancel = Some(open.id);
             }
+        }
+        if self
+            .watcher
+            .is_some_and(|watcher| watcher.lifetime == lifetime)
+        {
+            self.watcher = None;
         }
     }
 
@@ -401,6 +495,140 @@ impl World {
                 Some(self.deliver(NAMES[name], NoticeCondition::ALL[condition], expect))
             }
             Op::Restart => None,
+            Op::Watcher(op) => Some(self.prepare_watcher(op, expect)),
+        }
+    }
+
+    fn prepare_watcher(&mut self, op: WatcherOp, expect: &mut Expect) -> Input {
+        let name = match self.watcher {
+            Some(watcher) if op.owner => watcher.name,
+            _ => NAMES[op.name],
+        };
+        let session = name.to_string();
+        let live = self.live.get(name).map(|(_, lifetime)| *lifetime);
+        let opens =
+            live.filter(|lifetime| self.watcher.is_none() && !self.attempted.contains(lifetime));
+        let pid = match self.watcher {
+            Some(watcher) if op.right_pid => watcher.pid,
+            Some(watcher) => watcher.pid + 1,
+            None => 1,
+        };
+        let about_running = live.is_some_and(|lifetime| {
+            self.watcher
+                .is_some_and(|watcher| watcher.lifetime == lifetime && watcher.pid == pid)
+        });
+        let mode = WatchMode::On;
+        match op.kind {
+            WatcherKind::Started
+            | WatcherKind::SpawnFailed
+            | WatcherKind::Busy
+            | WatcherKind::DeclinedBackend
+            | WatcherKind::DeclinedUnindexed => {
+                match opens {
+                    None => expect.silent = true,
+                    Some(lifetime) => {
+                        self.attempted.insert(lifetime);
+                        expect.watcher_notice = match op.kind {
+                            WatcherKind::SpawnFailed => Some(NoticeCondition::WatcherNotVerified),
+                            WatcherKind::Busy => Some(NoticeCondition::WatcherSkippedBusy),
+                            WatcherKind::DeclinedBackend => {
+                                Some(NoticeCondition::WatcherDeclinedBackend)
+                            }
+                            WatcherKind::DeclinedUnindexed => {
+                                Some(NoticeCondition::WatcherDeclinedUnindexed)
+                            }
+                            _ => None,
+                        };
+                    }
+                }
+                match op.kind {
+                    WatcherKind::Started => {
+                        self.next_pid += 1;
+                        if let Some(lifetime) = opens {
+                            self.watcher = Some(ShadowWatcher {
+                                lifetime,
+                                name,
+                                pid: self.next_pid,
+                                verified: false,
+                            });
+                        }
+                        Input::WatcherStarted {
+                            session,
+                            mode,
+                            pid: self.next_pid,
+                        }
+                    }
+                    WatcherKind::SpawnFailed => Input::WatcherSpawnFailed {
+                        session,
+                        mode,
+                        error: "no cgc".into(),
+                    },
+                    WatcherKind::Busy => Input::WatcherBusy {
+                        session,
+                        mode,
+                        holder: "pid 7: cgc mcp start".into(),
+                    },
+                    WatcherKind::DeclinedBackend => Input::WatcherDeclined {
+                        session,
+                        reason: WatcherDecline::Backend("kuzudb (cgc doctor)".into()),
+                    },
+                    _ => Input::WatcherDeclined {
+                        session,
+                        reason: WatcherDecline::Unindexed,
+                    },
+                }
+            }
+            WatcherKind::Verified => {
+                match &mut self.watcher {
+                    Some(watcher) if about_running && !watcher.verified => {
+                        watcher.verified = true;
+                        expect.watcher_notice = Some(NoticeCondition::WatcherStarted);
+                        // A running sync no longer has a say.
+                        if let Some(open) = &mut self.open {
+                            open.cancelled = true;
+                        }
+                    }
+                    _ => expect.silent = true,
+                }
+                Input::WatcherVerified { session, pid }
+            }
+            WatcherKind::Failed | WatcherKind::Died => {
+                match self.watcher.take() {
+                    Some(watcher) if about_running => {
+                        expect.watcher_notice = Some(if watcher.verified {
+                            NoticeCondition::WatcherDied
+                        } else {
+                            NoticeCondition::WatcherNotVerified
+                        });
+                    }
+                    other => {
+                        self.watcher = other;
+                        expect.silent = true;
+                    }
+                }
+                let error = "exit status 1".to_string();
+                if op.kind == WatcherKind::Failed {
+                    Input::WatcherFailed {
+                        session,
+                        pid,
+                        error,
+                    }
+                } else {
+                    Input::WatcherDied {
+                        session,
+                        pid,
+                        error,
+                    }
+                }
+            }
+            WatcherKind::Stopped => {
+                if about_running {
+                    self.watcher = None;
+                } else {
+                    expect.silent = true;
+                }
+                Input::WatcherStopped { session, pid }
+            }
         }
     }
 
@@ -445,6 +673,9 @@ impl World {
             edit.settled = true;
         }
         self.emitted.clear();
+        self.watcher = None;
+        self.attempted.clear();
+        prop_assert_eq!(&self.machine.record().watcher, &None);
         Ok(())
     }
 
@@ -495,6 +726,14 @@ impl World {
                     manual,
                 } => {
                     prop_assert!(self.open.is_none(), "a second flight: {:?}", effects);
+                    prop_assert!(
+                        !self.watcher.is_some_and(|watcher| watcher.verified),
+                        "a sync started while a verified watcher owns freshness"
+                    );
+                    prop_assert!(
+                        *manual || self.watcher.is_none(),
+                        "an automatic sync started while a watcher is verifying"
+                    );
                     prop_assert!(self.last_flight.is_none_or(|last| *flight > last));
                     let payer = if *manual {
                         None
@@ -547,6 +786,13 @@ impl World {
                         "a stale completion made a {:?} notice",
                         condition
                     );
+                    if WATCHER_CONDITIONS.contains(condition) {
+                        prop_assert_eq!(
+                            Some(*condition),
+                            expect.watcher_notice,
+                            "a watcher notice from the wrong step"
+                        );
+                    }
                     let name = NAMES
                         .iter()
                         .find(|name| **name == session.as_str())
@@ -574,12 +820,51 @@ impl World {
                 self.fresh_basis = Some(self.edits.len());
             }
         }
-        if record.status == FreshnessStatus::Fresh {
+        // A verified watcher ends the episode: what a sync covered before
+        // says nothing once the watcher is gone.
+        let verified = self.watcher.is_some_and(|watcher| watcher.verified);
+        if verified {
+            self.fresh_basis = None;
+        }
+        if record.status == FreshnessStatus::Fresh && !verified {
             prop_assert_eq!(
                 self.fresh_basis,
                 Some(self.edits.len()),
-                "fresh without a success covering every edit"
+                "fresh without a success covering every edit or a verified watcher"
             );
+        }
+        // A verified watcher owns freshness: fresh, with no stale episode.
+        prop_assert_eq!(self.machine.watcher_owns_freshness(), verified);
+        if verified {
+            prop_assert_eq!(record.status, FreshnessStatus::Fresh);
+            prop_assert_eq!(record.stale_since, None);
+        }
+        // The record's watcher facts follow the running watcher.
+        let state = record
+            .watcher
+            .as_ref()
+            .map(|watcher| watcher.state.as_str());
+        match self.watcher {
+            Some(watcher) => {
+                let expected = if watcher.verified {
+                    "verified"
+                } else {
+                    "verifying"
+                };
+                prop_assert_eq!(state, Some(expected));
+                prop_assert_eq!(
+                    record.watcher.as_ref().and_then(|facts| facts.pid),
+                    Some(watcher.pid)
+                );
+            }
+            None => prop_assert!(!matches!(state, Some("verifying" | "verified"))),
+        }
+        // One attempt per session, and only while no watcher runs.
+        for name in NAMES {
+            let expected = self.live.get(name).is_some_and(|(_, lifetime)| {
+                self.watcher.is_none() && !self.attempted.contains(lifetime)
+            });
+            prop_assert_eq!(self.machine.watcher_attempt_allowed(name), expected);
         }
 
         // Budget: automatic spawns per session within the limit.

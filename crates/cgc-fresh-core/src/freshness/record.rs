@@ -54,13 +54,15 @@ impl PendingSummary {
 }
 
 /// Facts about the managed watcher, kept for the status surfaces. The
-/// freshness machine only stores and restores them; the watcher's own
-/// machine decides them.
+/// freshness machine sets them from the watcher reports; a restart drops
+/// them (a watcher never survives the service).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatcherRecord {
     /// The configured mode: `off`, `on` or `auto`.
     pub mode: String,
-    /// The watcher's state, e.g. `verifying`, `running`, `declined`.
+    /// The watcher's state: `verifying`, `verified`, `not_verified`,
+    /// `died`, `skipped_busy`, `declined_backend` or `declined_unindexed`
+    /// (a stopped watcher leaves no facts).
     pub state: String,
     /// The watcher's process id while one runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,8 +6,8 @@
 //! budget re-arms; same-API registration stays one idempotent registration.
 //!
 //! A session *lifetime* starts with `session_start` and ends with
-//! `session_shutdown`. Each lifetime has its own [`SessionKey`], budget and
-//! notice ledger. Several may be live at once (two harness connections in one
+//! `session_shutdown`. Each lifetime has its own [`SessionKey`], budget,
+//! notice ledger and one watcher attempt. Several may be live at once (two harness connections in one
 //! workspace). The rules, by what is known about the session name:
 //!
 //! - live, same instance: a repeated registration — nothing changes;
@@ -46,6 +46,9 @@ pub(crate) struct LiveSession {
     instance: Option<String>,
     pub(crate) budget: SyncBudget,
     pub(crate) ledger: NoticeLedger,
+    /// Whether this lifetime made its one watcher attempt (started, busy,
+    /// declined or failed to spawn).
+    pub(crate) watcher_attempted: bool,
 }
 
 /// What a `session_start` did.
@@ -183,6 +186,7 @@ impl Sessions {
                 instance: instance.map(str::to_string),
                 budget: SyncBudget::default(),
                 ledger: NoticeLedger::default(),
+                watcher_attempted: false,
             },
         );
         key

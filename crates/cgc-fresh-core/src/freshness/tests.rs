@@ -5,6 +5,7 @@
 use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, NoticeLevel, SessionStartReason};
 
 use super::*;
+use crate::config::WatchMode;
 
 const ROOT: &str = "/home/ann/proj";
 
@@ -1330,4 +1331,576 @@ fn notice_levels_follow_the_condition() {
             ..
         }
     )));
+}
+
+// ---- Requirements: Opt-in continuous watcher mode, Watcher liveness ------
+// ---- verification before the fresh claim --------------------------------
+// The gating scenarios (on/off/auto, backends, unindexed) are tested in
+// `watcher::gate`; these are the machine's half.
+
+const WATCHER_PID: u32 = 900;
+
+impl Bench {
+    fn watcher_started(&mut self, session: &str, mode: WatchMode) -> Vec<Effect> {
+        self.send(Input::WatcherStarted {
+            session: session.into(),
+            mode,
+            pid: WATCHER_PID,
+        })
+    }
+
+    fn watcher_verified(&mut self, session: &str) -> Vec<Effect> {
+        self.send(Input::WatcherVerified {
+            session: session.into(),
+            pid: WATCHER_PID,
+        })
+    }
+
+    fn watcher_failed(&mut self, session: &str, error: &str) -> Vec<Effect> {
+        self.send(Input::WatcherFailed {
+            session: session.into(),
+            pid: WATCHER_PID,
+            error: error.into(),
+        })
+    }
+
+    fn watcher_died(&mut self, session: &str, error: &str) -> Vec<Effect> {
+        self.send(Input::WatcherDied {
+            session: session.into(),
+            pid: WATCHER_PID,
+            error: error.into(),
+        })
+    }
+
+    fn watcher_stopped(&mut self, session: &str) -> Vec<Effect> {
+        self.send(Input::WatcherStopped {
+            session: session.into(),
+            pid: WATCHER_PID,
+        })
+    }
+
+    /// `session` starts at the current time and its `on` watcher is verified
+    /// 1 500 ms later.
+    fn with_verified_watcher(&mut self, session: &str) -> Vec<Effect> {
+        let now = self.now;
+        self.start(session);
+        self.watcher_started(session, WatchMode::On);
+        self.at(now + 1_500).watcher_verified(session)
+    }
+
+    fn watcher_state(&self) -> Option<String> {
+        self.machine
+            .record()
+            .watcher
+            .as_ref()
+            .map(|watcher| watcher.state.clone())
+    }
+}
+
+#[test]
+fn watcher_keeps_the_graph_current() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+
+    // Files change during the session: the watcher applies them; the state
+    // stays fresh and no sync is ever started.
+    let mut now = 2_000;
+    for path in ["a.rs", "b.rs", "src/c.rs"] {
+        let effects = bench.at(now).settled_edit("s1", path);
+        assert_eq!(started(&effects), None);
+        assert_eq!(bench.status(), FreshnessStatus::Fresh, "after {path}");
+        now += 1_000;
+    }
+    assert_eq!(bench.machine.next_deadline(), None);
+    assert_eq!(started(&bench.at(600_000).wake()), None);
+    let record = bench.machine.record();
+    assert_eq!(record.edit_epoch, 3, "edits are still counted");
+    assert_eq!(record.stale_since, None);
+    assert!(record.pending.is_empty());
+    let frame = bench.machine.state_frame();
+    assert_eq!(frame.status, FreshnessStatus::Fresh);
+    let watcher = frame.watcher.expect("watcher facts");
+    assert_eq!(
+        (
+            watcher.mode.as_str(),
+            watcher.state.as_str(),
+            watcher.pid,
+            watcher.since
+        ),
+        ("on", "verified", Some(WATCHER_PID), Some(1_500))
+    );
+}
+
+#[test]
+fn verified_watcher_owns_freshness() {
+    let mut bench = Bench::new();
+    bench.start("s2");
+    bench.at(100).start("s1");
+    bench.at(200).watcher_started("s1", WatchMode::Auto);
+    assert_eq!(bench.watcher_state().as_deref(), Some("verifying"));
+    assert!(!bench.machine.watcher_owns_freshness());
+    let effects = bench.at(1_200).watcher_verified("s1");
+    assert!(bench.machine.watcher_owns_freshness());
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(
+        notices(&effects),
+        [
+            pair("s1", NoticeCondition::WatcherStarted),
+            pair("s2", NoticeCondition::WatcherStarted)
+        ],
+        "the one-time watcher-start notice, to everyone in the workspace"
+    );
+    assert!(notice_text(&effects, NoticeCondition::WatcherStarted).contains(ROOT));
+    assert_eq!(
+        bench.at(1_300).watcher_verified("s1"),
+        [],
+        "a repeated verification is nothing new"
+    );
+
+    // Edits from any live session open no stale episode and no notice.
+    for (at, session) in [(2_000, "s1"), (3_000, "s2")] {
+        let effects = bench.at(at).edit(session, "a.rs");
+        assert!(notices(&effects).is_empty(), "{effects:?}");
+        assert_eq!(bench.status(), FreshnessStatus::Fresh);
+        assert_eq!(bench.machine.record().stale_since, None);
+    }
+    // A person's request joins the watcher.
+    assert_eq!(bench.at(4_000).request(Some("s2")), []);
+    assert_eq!(bench.machine.current_flight(), None);
+}
+
+#[test]
+fn watcher_fails_liveness_verification() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    let mut statuses = vec![bench.status()];
+
+    // Drift during verification opens an episode as usual, but its sync
+    // waits for the verification to settle.
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    statuses.push(bench.status());
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.next_deadline(), None);
+    assert_eq!(started(&bench.at(5_000).wake()), None);
+    assert_eq!(
+        bench.machine.state_frame().detail.as_deref(),
+        Some("a sync waits for the watcher's verification")
+    );
+
+    let error = "exit status 1: Database Configuration Error: Database set to 'neo4j' but it is not configured.";
+    let effects = bench.at(6_000).watcher_failed("s1", error);
+    statuses.push(bench.status());
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::WatcherNotVerified)]
+    );
+    assert!(notice_text(&effects, NoticeCondition::WatcherNotVerified).contains("not configured"));
+    let record = bench.machine.record();
+    assert!(record
+        .last_error
+        .as_deref()
+        .is_some_and(|text| text.contains(error)));
+    assert_eq!(bench.watcher_state().as_deref(), Some("not_verified"));
+    assert_eq!(
+        record.watcher.as_ref().and_then(|watcher| watcher.pid),
+        None
+    );
+    // Lazy mode resumes: the waiting sync starts now.
+    let flight = started(&effects).expect("the held sync starts");
+    assert!(!bench.machine.watcher_owns_freshness());
+    assert!(
+        !statuses.contains(&FreshnessStatus::Fresh),
+        "no fresh claim was ever recorded: {statuses:?}"
+    );
+    // A late verification of the failed watcher changes nothing.
+    assert_eq!(bench.at(6_100).watcher_verified("s1"), []);
+    bench.at(7_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(
+        bench.status(),
+        FreshnessStatus::Fresh,
+        "a covering sync may claim it"
+    );
+}
+
+#[test]
+fn a_failed_verification_without_edits_is_the_not_verified_state() {
+    let mut bench = fresh_bench();
+    bench.at(6_000).watcher_started("s1", WatchMode::On);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh, "the sync's claim");
+    bench.at(7_000).watcher_failed("s1", "exit status 1");
+    assert_eq!(bench.status(), FreshnessStatus::NotVerified);
+    assert_eq!(bench.machine.next_deadline(), None, "nothing to sync");
+}
+
+#[test]
+fn watcher_start_blocked_by_lock() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    assert!(bench.machine.watcher_attempt_allowed("s1"));
+    let effects = bench.at(100).send(Input::WatcherBusy {
+        session: "s1".into(),
+        mode: WatchMode::On,
+        holder: "pid 4242: cgc mcp start".into(),
+    });
+    assert_eq!(bench.status(), FreshnessStatus::SkippedBusy);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::WatcherSkippedBusy)]
+    );
+    assert!(notice_text(&effects, NoticeCondition::WatcherSkippedBusy)
+        .contains("pid 4242: cgc mcp start"));
+    assert_eq!(bench.watcher_state().as_deref(), Some("skipped_busy"));
+    assert!(!bench.machine.watcher_attempt_allowed("s1"), "one attempt");
+    assert_eq!(
+        bench.at(200).watcher_started("s1", WatchMode::On),
+        [],
+        "no second attempt this session"
+    );
+
+    // Freshness degrades to the lazy mode behaviour.
+    let effects = bench.at(1_000).settled_edit("s1", "a.rs");
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::PossiblyStale)]
+    );
+    let flight = started(&bench.at(1_500).wake()).expect("a lazy sync");
+    bench.at(1_600).spawned(flight);
+    bench.at(2_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert!(!bench.machine.watcher_owns_freshness());
+}
+
+#[test]
+fn a_spawn_failure_is_not_verified() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let effects = bench.at(100).send(Input::WatcherSpawnFailed {
+        session: "s1".into(),
+        mode: WatchMode::On,
+        error: "cgc not found on PATH".into(),
+    });
+    assert_eq!(bench.status(), FreshnessStatus::NotVerified);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::WatcherNotVerified)]
+    );
+    assert!(!bench.machine.watcher_attempt_allowed("s1"));
+}
+
+#[test]
+fn a_watcher_dying_right_after_start_is_not_verified() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    // The shell may call it a death; the machine never verified it.
+    let effects = bench.at(150).watcher_died("s1", "killed by signal 9");
+    assert_eq!(bench.status(), FreshnessStatus::NotVerified);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::WatcherNotVerified)]
+    );
+    assert_eq!(bench.watcher_state().as_deref(), Some("not_verified"));
+}
+
+#[test]
+fn a_verified_watcher_dying_drops_to_possibly_stale_at_once() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    bench.at(3_000).settled_edit("s1", "a.rs");
+    let effects = bench.at(10_000).watcher_died("s1", "exit status 1: boom");
+    let record = bench.machine.record();
+    assert_eq!(record.status, FreshnessStatus::PossiblyStale);
+    assert_eq!(record.stale_since, Some(Millis(10_000)));
+    assert!(record.pending.whole_workspace);
+    assert!(record
+        .last_error
+        .as_deref()
+        .is_some_and(|text| text.contains("exit status 1: boom")));
+    assert_eq!(bench.watcher_state().as_deref(), Some("died"));
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::WatcherDied)]
+    );
+    assert!(notice_text(&effects, NoticeCondition::WatcherDied).contains("background sync follows"));
+    assert!(!bench.machine.watcher_owns_freshness());
+
+    // Lazy mode resumes: the death opened an episode, synced after batchMs.
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(10_500)));
+    let flight = bench.sync_to_success();
+    assert!(flight.get() > 0);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    let effects = bench.at(20_000).edit("s1", "b.rs");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::PossiblyStale)]
+    );
+    assert!(
+        !bench.machine.watcher_attempt_allowed("s1"),
+        "not retried until the next session"
+    );
+}
+
+#[test]
+fn ready_then_death_is_a_death_after_verification() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(1_300).watcher_verified("s1"); // the ready line, while alive
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    // Labelled a failure by the shell, but the machine had verified it.
+    let effects = bench.at(1_350).watcher_failed("s1", "exit status 1");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::WatcherDied)]
+    );
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(1_350)));
+}
+
+#[test]
+fn session_ended_during_verification_makes_a_later_verification_stale() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).end("s1");
+    assert_eq!(
+        bench.machine.record().watcher,
+        None,
+        "the watcher ended with it"
+    );
+    let record = bench.machine.record().clone();
+    for input in [
+        Input::WatcherVerified {
+            session: "s1".into(),
+            pid: WATCHER_PID,
+        },
+        Input::WatcherFailed {
+            session: "s1".into(),
+            pid: WATCHER_PID,
+            error: "killed".into(),
+        },
+        Input::WatcherStopped {
+            session: "s1".into(),
+            pid: WATCHER_PID,
+        },
+        Input::WatcherDeclined {
+            session: "s1".into(),
+            reason: WatcherDecline::Unindexed,
+        },
+    ] {
+        assert_eq!(bench.at(1_000).send(input.clone()), [], "{input:?}");
+    }
+    assert_eq!(bench.machine.record(), &record);
+    assert_ne!(bench.status(), FreshnessStatus::Fresh);
+
+    // The session resumed by a new instance is a new lifetime: it may make
+    // its own attempt, and a late report about the old pid is still stale.
+    bench
+        .at(2_000)
+        .start_as("s1", "pi-new", SessionStartReason::Resume);
+    assert!(bench.machine.watcher_attempt_allowed("s1"));
+    bench.send(Input::WatcherStarted {
+        session: "s1".into(),
+        mode: WatchMode::On,
+        pid: 901,
+    });
+    assert_eq!(bench.at(2_100).watcher_verified("s1"), []);
+    assert!(!bench.machine.watcher_owns_freshness());
+    bench.send(Input::WatcherVerified {
+        session: "s1".into(),
+        pid: 901,
+    });
+    assert!(bench.machine.watcher_owns_freshness());
+}
+
+#[test]
+fn a_verified_watcher_whose_session_ends_leaves_possibly_stale() {
+    let mut bench = Bench::new();
+    bench.start("s2");
+    bench.at(0).with_verified_watcher("s1");
+    let effects = bench.at(5_000).end("s1");
+    assert!(notices(&effects).is_empty(), "a planned stop is no failure");
+    let record = bench.machine.record();
+    assert_eq!(record.status, FreshnessStatus::PossiblyStale);
+    assert_eq!(record.stale_since, Some(Millis(5_000)));
+    assert_eq!(record.watcher, None);
+    assert_eq!(
+        bench.at(5_100).watcher_stopped("s1"),
+        [],
+        "the stop report after the end changes nothing"
+    );
+    // The live session is back on lazy mode; it may make its own attempt.
+    assert!(bench.machine.watcher_attempt_allowed("s2"));
+    bench.at(6_000).settled_edit("s2", "a.rs");
+    assert!(started(&bench.at(6_500).wake()).is_some());
+}
+
+#[test]
+fn a_watcher_stopped_while_its_session_lives_ends_quietly() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    let effects = bench.at(4_000).watcher_stopped("s1");
+    assert_eq!(effects, [Effect::RecordChanged]);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(4_000)));
+    assert_eq!(bench.machine.next_deadline(), None, "the next drift syncs");
+
+    // Stopped before verification: nothing was claimed, nothing changes
+    // but the facts.
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(200).settled_edit("s1", "a.rs");
+    let effects = bench.at(1_000).watcher_stopped("s1");
+    assert_eq!(bench.machine.record().watcher, None);
+    assert!(
+        started(&effects).is_some(),
+        "the sync that waited for the verification starts"
+    );
+}
+
+#[test]
+fn a_sync_in_flight_when_the_watcher_is_verified_runs_out_without_a_say() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(200).request(Some("s1"));
+    let flight = bench.machine.current_flight().expect("a manual sync runs");
+    bench.at(300).spawned(flight);
+    let effects = bench.at(1_500).watcher_verified("s1");
+    assert!(
+        !effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::CancelSync { .. })),
+        "the sync is not stopped part-way"
+    );
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.current_flight(), Some(flight));
+    assert_eq!(
+        bench.machine.state_frame().detail,
+        Some(format!(
+            "sync {} superseded by the watcher, finishing",
+            flight.get()
+        ))
+    );
+    let record = bench.machine.record().clone();
+    let effects = bench.at(2_000).finish(
+        flight,
+        SyncOutcome::Failed {
+            error: "exit status 1".into(),
+        },
+    );
+    assert_eq!(effects, [], "its completion does not downgrade the status");
+    assert_eq!(bench.machine.record(), &record);
+    assert_eq!(bench.machine.current_flight(), None);
+}
+
+#[test]
+fn verification_drops_a_queued_sync() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(200).settled_edit("s1", "a.rs");
+    bench.at(1_000).watcher_verified("s1");
+    assert_eq!(bench.machine.next_deadline(), None);
+    assert_eq!(started(&bench.at(90_000).wake()), None);
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(0));
+}
+
+#[test]
+fn one_watcher_attempt_per_session_and_one_watcher_per_workspace() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.start("s2");
+    assert!(!bench.machine.watcher_attempt_allowed("ghost"));
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    assert!(
+        !bench.machine.watcher_attempt_allowed("s2"),
+        "a watcher already runs"
+    );
+    assert_eq!(
+        bench.at(200).send(Input::WatcherBusy {
+            session: "s2".into(),
+            mode: WatchMode::On,
+            holder: "pid 900: cgc watch .".into(),
+        }),
+        [],
+        "an attempt that may not be made is ignored"
+    );
+    bench.at(300).watcher_failed("s1", "exit status 1");
+    assert!(!bench.machine.watcher_attempt_allowed("s1"));
+    assert!(bench.machine.watcher_attempt_allowed("s2"));
+    // A report about another pid than the running watcher is stale.
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.watcher_started("s1", WatchMode::On);
+    assert_eq!(
+        bench.send(Input::WatcherVerified {
+            session: "s1".into(),
+            pid: 1
+        }),
+        []
+    );
+    assert_eq!(
+        bench.send(Input::WatcherDied {
+            session: "s1".into(),
+            pid: 1,
+            error: "x".into()
+        }),
+        []
+    );
+    assert_eq!(bench.watcher_state().as_deref(), Some("verifying"));
+}
+
+#[test]
+fn a_declined_watcher_leaves_the_status_and_says_why() {
+    let mut bench = fresh_bench();
+    let answer = "kuzudb (environment DEFAULT_DATABASE)";
+    let effects = bench.at(6_000).send(Input::WatcherDeclined {
+        session: "s1".into(),
+        reason: WatcherDecline::Backend(answer.into()),
+    });
+    assert_eq!(bench.status(), FreshnessStatus::Fresh, "nothing ran");
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::WatcherDeclinedBackend)]
+    );
+    assert!(notice_text(&effects, NoticeCondition::WatcherDeclinedBackend).contains(answer));
+    let watcher = bench.machine.record().watcher.clone().unwrap();
+    assert_eq!(
+        (watcher.mode.as_str(), watcher.state.as_str()),
+        ("auto", "declined_backend")
+    );
+    assert!(!bench.machine.watcher_attempt_allowed("s1"));
+
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let effects = bench.send(Input::WatcherDeclined {
+        session: "s1".into(),
+        reason: WatcherDecline::Unindexed,
+    });
+    assert_eq!(bench.status(), FreshnessStatus::Unknown);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::WatcherDeclinedUnindexed)]
+    );
+    assert_eq!(bench.watcher_state().as_deref(), Some("declined_unindexed"));
+    // Lazy behaviour runs for the session.
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    assert!(started(&bench.at(1_500).wake()).is_some());
+}
+
+#[test]
+fn a_restart_forgets_the_watcher() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    let record = bench.machine.record().clone();
+    assert!(record.watcher.is_some());
+    let machine = Freshness::new(policy(), Some(record), Millis(9_000));
+    assert_eq!(machine.record().status, FreshnessStatus::Unknown);
+    assert_eq!(machine.record().watcher, None);
+    assert!(!machine.watcher_owns_freshness());
 }

@@ -1,6 +1,7 @@
 //! The running service: binding the socket, starting the actors, and the
 //! order in which things stop.
 
+mod backend_detector;
 mod config_actor;
 mod connection;
 mod hub;
@@ -9,6 +10,7 @@ mod messages;
 mod signals;
 mod store;
 mod sync_runner;
+mod watcher_supervisor;
 mod workspace;
 
 use std::io;

@@ -15,12 +15,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
-use cgc_fresh_core::freshness::{Effect, Freshness, FreshnessPolicy, Input, Millis};
+use cgc_fresh_core::freshness::{
+    Effect, Freshness, FreshnessPolicy, Input, Millis, WatcherDecline,
+};
+use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
     Audience, ClientFrame, ConfigFrame, Envelope, Notice, RequestId, ServerFrame, StateFrame,
     Welcome, PROTOCOL_VERSION,
 };
 
+use super::backend_detector::{BackendDetector, DetectorSettings};
 use super::hub::NoticeHub;
 use super::messages::{
     ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, FromClient, Push, Shutdown,
@@ -29,6 +33,9 @@ use super::messages::{
 use super::store::{FreshnessStore, Restored};
 use super::sync_runner::{
     CancelRun, ForgetSession, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
+};
+use super::watcher_supervisor::{
+    SessionBegan, SessionGone, WatcherEvent, WatcherReport, WatcherSettings, WatcherSupervisor,
 };
 use crate::config_load::LoadedConfig;
 use crate::paths::ServicePaths;
@@ -40,6 +47,10 @@ pub struct WorkspaceActor {
     hub: NoticeHub,
     supervisor: Addr<RootSupervisor>,
     runner: Option<Addr<SyncRunner>>,
+    watcher: Option<Addr<WatcherSupervisor>>,
+    detector: Option<Addr<BackendDetector>>,
+    /// The last backend answer, shown in the state frame.
+    backend: Option<BackendAnswer>,
     machine: Freshness,
     store: FreshnessStore,
     /// The one armed wake-up: when, and its handle.
@@ -100,6 +111,9 @@ impl WorkspaceActor {
             hub: NoticeHub::default(),
             supervisor,
             runner: None,
+            watcher: None,
+            detector: None,
+            backend: None,
             machine,
             store,
             wake: None,
@@ -114,6 +128,7 @@ impl WorkspaceActor {
 
     fn state_frame(&self) -> StateFrame {
         let mut frame = self.machine.state_frame();
+        frame.backend = self.backend.as_ref().map(BackendAnswer::facts);
         if let Some(failure) = self.store.failure() {
             if frame.last_error.is_none() {
                 frame.last_error = Some(failure.to_string());
@@ -234,6 +249,11 @@ impl WorkspaceActor {
         if let Some(runner) = &self.runner {
             runner.do_send(ForgetSession(session.clone()));
         }
+        if let Some(watcher) = &self.watcher {
+            watcher.do_send(SessionGone {
+                session: session.clone(),
+            });
+        }
         self.apply(Input::SessionEnded { session }, ctx);
     }
 }
@@ -262,6 +282,18 @@ impl Actor for WorkspaceActor {
         )
         .start();
         self.runner = Some(runner);
+        let detector =
+            BackendDetector::new(self.config.settings.clone(), self.supervisor.clone()).start();
+        let watcher = WatcherSupervisor::new(
+            self.workspace.clone(),
+            self.config.settings.clone(),
+            self.supervisor.clone(),
+            detector.clone(),
+            ctx.address().recipient(),
+        )
+        .start();
+        self.detector = Some(detector);
+        self.watcher = Some(watcher);
         // The restored record (now `unknown`) is what the disk should say.
         self.store.save(self.machine.record());
         self.rearm_wake(ctx);
@@ -322,12 +354,19 @@ impl Handler<FromClient> for WorkspaceActor {
                 tracing::info!(event = "session_start", conn, session = %start.session, instance = %instance, reason = ?start.reason);
                 self.apply(
                     Input::SessionStarted {
-                        session: start.session,
+                        session: start.session.clone(),
                         instance,
                         reason: start.reason,
                     },
                     ctx,
                 );
+                if self.machine.watcher_attempt_allowed(&start.session) {
+                    if let Some(watcher) = &self.watcher {
+                        watcher.do_send(SessionBegan {
+                            session: start.session,
+                        });
+                    }
+                }
             }
             ClientFrame::ToolCall(call) => {
                 ack_if_asked(&reply_to, id);
@@ -436,6 +475,51 @@ impl Handler<SyncReport> for WorkspaceActor {
     }
 }
 
+impl Handler<WatcherReport> for WorkspaceActor {
+    type Result = ();
+    fn handle(&mut self, msg: WatcherReport, ctx: &mut Self::Context) {
+        if msg.backend.is_some() {
+            self.backend = msg.backend;
+        }
+        let session = msg.session;
+        let mode = self.config.settings.freshness.watch;
+        let input = match msg.event {
+            WatcherEvent::Started { pid } => Input::WatcherStarted { session, mode, pid },
+            WatcherEvent::SpawnFailed { error } => Input::WatcherSpawnFailed {
+                session,
+                mode,
+                error,
+            },
+            WatcherEvent::Verified { pid } => Input::WatcherVerified { session, pid },
+            WatcherEvent::Failed { pid, error } => Input::WatcherFailed {
+                session,
+                pid,
+                error,
+            },
+            WatcherEvent::Died { pid, error } => Input::WatcherDied {
+                session,
+                pid,
+                error,
+            },
+            WatcherEvent::Busy { holder } => Input::WatcherBusy {
+                session,
+                mode,
+                holder,
+            },
+            WatcherEvent::DeclinedBackend { answer } => Input::WatcherDeclined {
+                session,
+                reason: WatcherDecline::Backend(answer),
+            },
+            WatcherEvent::DeclinedUnindexed => Input::WatcherDeclined {
+                session,
+                reason: WatcherDecline::Unindexed,
+            },
+            WatcherEvent::Stopped { pid } => Input::WatcherStopped { session, pid },
+        };
+        self.apply(input, ctx);
+    }
+}
+
 impl Handler<ConfigChanged> for WorkspaceActor {
     type Result = ();
     fn handle(&mut self, msg: ConfigChanged, ctx: &mut Self::Context) {
@@ -444,6 +528,12 @@ impl Handler<ConfigChanged> for WorkspaceActor {
             .set_policy(policy(&self.config.settings, &self.workspace));
         if let Some(runner) = &self.runner {
             runner.do_send(UseSettings(self.config.settings.clone()));
+        }
+        if let Some(watcher) = &self.watcher {
+            watcher.do_send(WatcherSettings(self.config.settings.clone()));
+        }
+        if let Some(detector) = &self.detector {
+            detector.do_send(DetectorSettings(self.config.settings.clone()));
         }
         self.rearm_wake(ctx);
     }

@@ -1,0 +1,280 @@
+//! `cgc-fresh-bench`: measures a real `cgc-fresh serve` process and prints
+//! the figures as markdown (for `docs/BENCHMARKS.md`).
+//!
+//! Every subcommand starts the service binary as a child process in a
+//! throw-away sandbox (its own HOME, runtime and state directories), talks
+//! to its Unix socket with plain `std` sockets the way a harness does, runs
+//! it with the scriptable fake `cgc` or the real CodeGraphContext CLI, and
+//! stops every process it started before it returns. Figures are printed
+//! next to their targets with a `met`/`missed` verdict; nothing here
+//! asserts a timing.
+//!
+//! ```text
+//! cargo build --release -p cgc-fresh -p fake-cgc -p cgc-fresh-bench
+//! target/release/cgc-fresh-bench all            # intake, idle, startup, shutdown, dedup
+//! target/release/cgc-fresh-bench busy           # needs the real cgc (scripts/install-cgc.sh)
+//! target/release/cgc-fresh-bench strategies     # needs the real cgc; takes minutes
+//! ```
+//!
+//! The service and fake binaries default to the ones next to this
+//! executable; the real CLI to `$CGC_FRESH_REAL_CGC`, else
+//! `.cache/cgc-venv/bin/cgc` (where `scripts/install-cgc.sh` puts it).
+
+mod benches;
+mod conn;
+mod fake;
+mod machine;
+mod procfs;
+mod real_cgc;
+mod report;
+mod service;
+mod stats;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use clap::{Args, Parser, Subcommand};
+
+use benches::busy::BusyOptions;
+use benches::intake::IntakeOptions;
+use benches::Tools;
+use machine::Machine;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cgc-fresh-bench",
+    about = "Benchmarks of the cgc-fresh service (prints markdown tables)"
+)]
+struct Cli {
+    #[command(flatten)]
+    paths: PathArgs,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Debug, Args)]
+struct PathArgs {
+    /// The `cgc-fresh` binary (default: next to this executable).
+    #[arg(long, global = true)]
+    service_bin: Option<PathBuf>,
+    /// The fake `cgc` binary (default: next to this executable).
+    #[arg(long, global = true)]
+    fake_cgc: Option<PathBuf>,
+    /// The real CodeGraphContext CLI.
+    #[arg(
+        long,
+        global = true,
+        env = "CGC_FRESH_REAL_CGC",
+        default_value = ".cache/cgc-venv/bin/cgc"
+    )]
+    real_cgc: PathBuf,
+    /// Where sandboxes are created (default: the system temp directory).
+    #[arg(long, global = true)]
+    scratch: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// tool_call → state round trips, then a pipelined flood (fake cgc).
+    Intake {
+        #[arg(long, default_value_t = 10_000)]
+        round_trips: usize,
+        /// Untimed round trips before the measured ones.
+        #[arg(long, default_value_t = 200)]
+        warmup: usize,
+        #[arg(long, default_value_t = 1_000_000)]
+        flood_frames: u64,
+    },
+    /// RSS after start-up and context switches while idle (fake cgc).
+    Idle {
+        /// Length of the idle period.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+    /// Spawn → socket accepting, over several starts (fake cgc).
+    Startup {
+        #[arg(long, default_value_t = 20)]
+        starts: usize,
+    },
+    /// SIGTERM during a hanging sync with a daemonized grandchild (fake cgc).
+    Shutdown {
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+    },
+    /// Lock probe vs. running the real CLI into the lock (real cgc).
+    Busy {
+        #[arg(long, default_value_t = 1000)]
+        probes: usize,
+        #[arg(long, default_value_t = 3)]
+        cli_runs: usize,
+    },
+    /// Concurrent manual syncs → cgc processes spawned (fake cgc).
+    Dedup,
+    /// Each sync strategy on a generated workspace (real cgc; minutes).
+    Strategies {
+        /// Generated Python modules.
+        #[arg(long, default_value_t = 200)]
+        modules: usize,
+    },
+    /// The fast ones with their defaults: intake, idle, startup, shutdown, dedup.
+    All {
+        /// Length of the idle period.
+        #[arg(long, default_value_t = 60)]
+        idle_seconds: u64,
+    },
+}
+
+fn main() {
+    if let Err(error) = run() {
+        eprintln!("cgc-fresh-bench: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let cli = Cli::parse();
+    let tools = tools(&cli.paths)?;
+    print_header(&tools);
+    match cli.bench {
+        Bench::Intake {
+            round_trips,
+            warmup,
+            flood_frames,
+        } => benches::intake::run(
+            &tools,
+            &IntakeOptions {
+                round_trips,
+                warmup,
+                flood_frames,
+            },
+        ),
+        Bench::Idle { seconds } => benches::idle::run(&tools, seconds),
+        Bench::Startup { starts } => benches::startup::run(&tools, starts),
+        Bench::Shutdown { runs } => benches::shutdown::run(&tools, runs),
+        Bench::Busy { probes, cli_runs } => {
+            benches::busy::run(&tools, &BusyOptions { probes, cli_runs })
+        }
+        Bench::Dedup => benches::dedup::run(&tools),
+        Bench::Strategies { modules } => benches::strategies::run(&tools, modules),
+        Bench::All { idle_seconds } => {
+            benches::intake::run(
+                &tools,
+                &IntakeOptions {
+                    round_trips: 10_000,
+                    warmup: 200,
+                    flood_frames: 1_000_000,
+                },
+            )?;
+            benches::idle::run(&tools, idle_seconds)?;
+            benches::startup::run(&tools, 20)?;
+            benches::shutdown::run(&tools, 10)?;
+            benches::dedup::run(&tools)
+        }
+    }
+}
+
+fn tools(paths: &PathArgs) -> Result<Tools> {
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let beside = |name: &str| exe.with_file_name(name);
+    let service_bin = paths
+        .service_bin
+        .clone()
+        .unwrap_or_else(|| beside("cgc-fresh"));
+    let fake_cgc = paths.fake_cgc.clone().unwrap_or_else(|| beside("fake-cgc"));
+    for (what, path) in [("cgc-fresh", &service_bin), ("fake-cgc", &fake_cgc)] {
+        if !path.is_file() {
+            anyhow::bail!(
+                "{what} not found at {} (build it with `cargo build --release -p {what}` or pass its path)",
+                path.display()
+            );
+        }
+    }
+    Ok(Tools {
+        service_bin: absolute(&service_bin)?,
+        fake_cgc: absolute(&fake_cgc)?,
+        real_cgc: absolute(&paths.real_cgc).unwrap_or_else(|_| paths.real_cgc.clone()),
+        scratch: paths.scratch.clone().unwrap_or_else(std::env::temp_dir),
+        command_line: command_line(),
+    })
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    std::fs::canonicalize(path).with_context(|| format!("resolving {}", path.display()))
+}
+
+/// This invocation as a shell would show it (program name without its
+/// directory, arguments quoted where needed).
+fn command_line() -> String {
+    let mut args = std::env::args();
+    let program = args
+        .next()
+        .map(|p| {
+            Path::new(&p)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or(p)
+        })
+        .unwrap_or_else(|| "cgc-fresh-bench".into());
+    std::iter::once(program)
+        .chain(args.map(|a| shell_quote(&a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+fn print_header(tools: &Tools) {
+    println!("# cgc-fresh benchmark report\n");
+    println!("{}", Machine::detect().table().render());
+    println!(
+        "Service binary `{}`; fake `{}`.",
+        tools
+            .service_bin
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        tools
+            .fake_cgc
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_quoted_only_when_a_shell_needs_it() {
+        assert_eq!(shell_quote("--seconds"), "--seconds");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn the_command_line_is_parsed_with_global_options_after_the_subcommand() {
+        let cli = Cli::try_parse_from([
+            "cgc-fresh-bench",
+            "idle",
+            "--seconds",
+            "5",
+            "--scratch",
+            "/x",
+        ])
+        .unwrap();
+        assert!(matches!(cli.bench, Bench::Idle { seconds: 5 }));
+        assert_eq!(cli.paths.scratch.as_deref(), Some(Path::new("/x")));
+    }
+}

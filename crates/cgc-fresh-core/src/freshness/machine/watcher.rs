@@ -1,0 +1,282 @@
+//! The managed watcher's transitions: how its reports change the
+//! workspace's freshness.
+//!
+//! Spec, "Watcher liveness verification before the fresh claim": a spawned
+//! watcher claims nothing until it is verified alive; verified, it records
+//! `fresh` and the one-time watcher-start notice; failing before that, it
+//! records the honest not-verified state with the failure, a one-time
+//! notice, and the lazy drift/sync behaviour resumes — never a `fresh` for
+//! it. Spec, "Verified watcher owns freshness": while it runs, session
+//! edits open no stale episode. Design §5: a death after verification drops
+//! the record to `possibly_stale` at once; the watcher belongs to the
+//! session that started it.
+
+use cgc_fresh_proto::{FreshnessStatus, NoticeCondition};
+
+use crate::config::WatchMode;
+
+use super::super::events::{Effect, Input, WatcherDecline};
+use super::super::flight::{DrainCause, FlightSlot};
+use super::super::notice_text;
+use super::super::pending_paths::PendingPaths;
+use super::super::record::WatcherRecord;
+use super::super::session::{Known, SessionKey};
+use super::super::time::Millis;
+use super::super::watcher_slot::{state, RunningWatcher, WatcherSlot};
+use super::Freshness;
+
+impl Freshness {
+    /// Applies one watcher report; returns whether it was taken. A report
+    /// naming a session that is not live, a watcher that is not the one
+    /// running (another pid, another lifetime), or an attempt the session
+    /// may not make, is stale and changes nothing.
+    pub(super) fn take_watcher_report(
+        &mut self,
+        now: Millis,
+        report: Input,
+        out: &mut Vec<Effect>,
+    ) -> bool {
+        match report {
+            Input::WatcherStarted { session, mode, pid } => {
+                let Some(owner) = self.open_attempt(now, &session) else {
+                    return false;
+                };
+                let watcher = RunningWatcher { owner, mode, pid };
+                self.watcher = WatcherSlot::Verifying(watcher);
+                self.record.watcher = Some(facts(mode, state::VERIFYING, Some(pid), now));
+                true
+            }
+            Input::WatcherSpawnFailed {
+                session,
+                mode,
+                error,
+            } => {
+                if self.open_attempt(now, &session).is_none() {
+                    return false;
+                }
+                self.watcher_not_verified(mode, &error, out);
+                true
+            }
+            Input::WatcherVerified { session, pid } => {
+                match self.reported_watcher(&session, pid) {
+                    Some(watcher) if self.watcher.is_verifying() => {
+                        self.catch_up(now);
+                        self.watcher_verified(watcher, out);
+                        true
+                    }
+                    // Another watcher, or a repeated verification.
+                    _ => false,
+                }
+            }
+            Input::WatcherFailed {
+                session,
+                pid,
+                error,
+            }
+            | Input::WatcherDied {
+                session,
+                pid,
+                error,
+            } => {
+                let Some(watcher) = self.reported_watcher(&session, pid) else {
+                    return false;
+                };
+                self.catch_up(now);
+                let was_verified = self.watcher.is_verified();
+                self.watcher = WatcherSlot::Absent;
+                if was_verified {
+                    self.watcher_died(watcher, &error, out);
+                } else {
+                    self.watcher_not_verified(watcher.mode, &error, out);
+                }
+                true
+            }
+            Input::WatcherBusy {
+                session,
+                mode,
+                holder,
+            } => {
+                if self.open_attempt(now, &session).is_none() {
+                    return false;
+                }
+                self.watcher_skipped_busy(mode, &holder, out);
+                true
+            }
+            Input::WatcherDeclined { session, reason } => {
+                if self.open_attempt(now, &session).is_none() {
+                    return false;
+                }
+                self.watcher_declined(&reason, out);
+                true
+            }
+            Input::WatcherStopped { session, pid } => {
+                if self.reported_watcher(&session, pid).is_none() {
+                    return false;
+                }
+                self.catch_up(now);
+                self.watcher_gone();
+                true
+            }
+            // Not a watcher report.
+            _ => false,
+        }
+    }
+
+    /// The live session lifetime of `session` if it may make its watcher
+    /// attempt now (see [`Freshness::watcher_attempt_allowed`]).
+    pub(super) fn attempt_opener(&self, session: &str) -> Option<SessionKey> {
+        let Known::Live(key) = self.sessions.known(session) else {
+            return None;
+        };
+        let (_, live) = self.sessions.get(key)?;
+        (!live.watcher_attempted && self.watcher == WatcherSlot::Absent).then_some(key)
+    }
+
+    /// Records `session`'s attempt at `now`, if it may make one.
+    fn open_attempt(&mut self, now: Millis, session: &str) -> Option<SessionKey> {
+        let key = self.attempt_opener(session)?;
+        self.catch_up(now);
+        if let Some((_, live)) = self.sessions.get_mut(key) {
+            live.watcher_attempted = true;
+        }
+        Some(key)
+    }
+
+    /// The running watcher, if it is `session`'s live lifetime's and has
+    /// process `pid`.
+    fn reported_watcher(&self, session: &str, pid: u32) -> Option<RunningWatcher> {
+        let Known::Live(key) = self.sessions.known(session) else {
+            return None;
+        };
+        self.watcher
+            .running()
+            .copied()
+            .filter(|watcher| watcher.owner == key && watcher.pid == pid)
+    }
+
+    /// The watcher survived its liveness probe: it owns freshness from now
+    /// on. The record is `fresh` (the watcher keeps the graph current), the
+    /// stale episode and its pending work are over, a queued sync is
+    /// dropped, and a running one drains: it runs to its end (stopping it
+    /// part-way could leave the graph between states) and its outcome no
+    /// longer counts.
+    fn watcher_verified(&mut self, watcher: RunningWatcher, out: &mut Vec<Effect>) {
+        let now = self.now;
+        self.watcher = WatcherSlot::Verified(watcher);
+        self.record.watcher = Some(facts(watcher.mode, state::VERIFIED, Some(watcher.pid), now));
+        self.record.status = FreshnessStatus::Fresh;
+        self.record.stale_since = None;
+        self.record.last_error = None;
+        self.pending = PendingPaths::new();
+        self.queued = None;
+        if let FlightSlot::Running(flight) = &self.flight {
+            self.flight = FlightSlot::Draining(flight.id, DrainCause::Superseded);
+        }
+        // The stale episode the unconfirmed offers belonged to is over.
+        for (_, live) in self.sessions.live_mut() {
+            live.ledger.forget_undelivered();
+        }
+        let text = notice_text::watcher_started(&self.policy.workspace_root, watcher.pid);
+        self.offer_to_all(NoticeCondition::WatcherStarted, &text, out);
+    }
+
+    /// The watcher never got verified (it exited or failed first, or could
+    /// not be spawned): the honest not-verified state, with the failure
+    /// recorded. A sync that is running decides the status itself when it
+    /// ends; an automatic sync that waited for the verification may start.
+    fn watcher_not_verified(&mut self, mode: WatchMode, error: &str, out: &mut Vec<Effect>) {
+        let now = self.now;
+        self.record.watcher = Some(facts(mode, state::NOT_VERIFIED, None, now));
+        if !matches!(self.flight, FlightSlot::Running(_)) {
+            self.record.status = FreshnessStatus::NotVerified;
+        }
+        self.record.last_error = Some(format!(
+            "the watcher failed before it was verified: {error}"
+        ));
+        let text = notice_text::watcher_not_verified(&self.policy.workspace_root, error);
+        self.offer_to_all(NoticeCondition::WatcherNotVerified, &text, out);
+    }
+
+    /// The verified watcher exited: nothing keeps the graph current any
+    /// more, and it may have missed changes before it went. The record drops
+    /// to `possibly_stale` now, with the whole workspace pending; this opens
+    /// a drift episode like a first edit does, so (autoSync) an automatic
+    /// sync paid by the watcher's session follows after `batchMs`.
+    fn watcher_died(&mut self, watcher: RunningWatcher, error: &str, out: &mut Vec<Effect>) {
+        let now = self.now;
+        self.record.watcher = Some(facts(watcher.mode, state::DIED, None, now));
+        self.record.status = FreshnessStatus::PossiblyStale;
+        self.record.stale_since = Some(now);
+        self.record.last_error = Some(format!("the watcher exited: {error}"));
+        self.pending.mark_whole_workspace();
+        if self.policy.auto_sync {
+            self.queue_automatic(watcher.owner, now.plus(self.policy.batch_ms));
+        }
+        let sync_follows = self.queued_sync_will_run();
+        let text = notice_text::watcher_died(&self.policy.workspace_root, error, sync_follows);
+        self.offer_to_all(NoticeCondition::WatcherDied, &text, out);
+    }
+
+    /// The lock probe turned the watcher away: nothing was spawned, the
+    /// state says skipped-as-busy (unless a running sync will decide it),
+    /// and lazy mode goes on.
+    fn watcher_skipped_busy(&mut self, mode: WatchMode, holder: &str, out: &mut Vec<Effect>) {
+        let now = self.now;
+        self.record.watcher = Some(facts(mode, state::SKIPPED_BUSY, None, now));
+        if !matches!(self.flight, FlightSlot::Running(_)) {
+            self.record.status = FreshnessStatus::SkippedBusy;
+        }
+        self.record.last_error = Some(format!(
+            "the watcher did not start: the graph database is held by {holder}"
+        ));
+        let text = notice_text::watcher_skipped_busy(&self.policy.workspace_root, holder);
+        self.offer_to_all(NoticeCondition::WatcherSkippedBusy, &text, out);
+    }
+
+    /// `auto` declined the watcher: the status is unchanged (nothing ran),
+    /// the watcher facts and a one-time notice say why.
+    fn watcher_declined(&mut self, reason: &WatcherDecline, out: &mut Vec<Effect>) {
+        let now = self.now;
+        let workspace = &self.policy.workspace_root;
+        let (word, condition, text) = match reason {
+            WatcherDecline::Backend(answer) => (
+                state::DECLINED_BACKEND,
+                NoticeCondition::WatcherDeclinedBackend,
+                notice_text::watcher_declined_backend(workspace, answer),
+            ),
+            WatcherDecline::Unindexed => (
+                state::DECLINED_UNINDEXED,
+                NoticeCondition::WatcherDeclinedUnindexed,
+                notice_text::watcher_declined_unindexed(workspace),
+            ),
+        };
+        self.record.watcher = Some(facts(WatchMode::Auto, word, None, now));
+        self.offer_to_all(condition, &text, out);
+    }
+
+    /// The watcher was stopped on purpose, or its session ended: its facts
+    /// are cleared, with no notice. If it owned freshness, nothing observes
+    /// changes for it any more and it may have missed the last ones: the
+    /// record is `possibly_stale` from now, the whole workspace pending.
+    /// Lazy mode goes on; the next drift or a request syncs.
+    pub(super) fn watcher_gone(&mut self) {
+        let was_verified = self.watcher.is_verified();
+        self.watcher = WatcherSlot::Absent;
+        self.record.watcher = None;
+        if was_verified {
+            self.record.status = FreshnessStatus::PossiblyStale;
+            self.record.stale_since = Some(self.now);
+            self.pending.mark_whole_workspace();
+        }
+    }
+}
+
+/// The record's watcher facts.
+fn facts(mode: WatchMode, word: &str, pid: Option<u32>, now: Millis) -> WatcherRecord {
+    WatcherRecord {
+        mode: mode.as_str().to_string(),
+        state: word.to_string(),
+        pid,
+        since: Some(now),
+    }
+}

@@ -1,0 +1,23 @@
+//! The managed watcher's policy: which backend CGC will use, and whether a
+//! session's watcher may be spawned.
+//!
+//! - [`backend`](mod@backend): backend detection from the runtime environment,
+//!   `cgc doctor`'s output and `~/.codegraphcontext/.env`, failing open to
+//!   "unknown", which counts as embedded.
+//! - [`gate`](mod@gate): the `off`/`on`/`auto` decision for one session.
+//!
+//! What happens after a spawn — liveness verification, the `fresh` claim,
+//! death, stop — is part of the freshness machine
+//! ([`crate::freshness::Input::WatcherStarted`] and the variants after it),
+//! because it decides the workspace's freshness. The shell runs the
+//! processes and reports; nothing here does I/O.
+
+pub mod backend;
+pub mod gate;
+
+pub use backend::{
+    classify, decide, from_runtime_env, parse_doctor_output, parse_dotenv, Backend, BackendAnswer,
+    BackendSource, DetectionPlan, DetectionStep, DOTENV_KEYS, DOTENV_PATH_IN_HOME,
+    RUNTIME_ENV_VARS,
+};
+pub use gate::{gate, GateDecision};

@@ -1,0 +1,406 @@
+//! The managed watcher (`freshness.watch` on/auto) against the fake `cgc`:
+//! the gate, backend detection, liveness verification, and its end.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{args_of, is_alive, wait_until, Conn, FakeCgc, Sandbox, Service};
+
+fn env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = vec![
+        ("CGC_FRESHNESS_BATCH_MS", "30"),
+        ("CGC_FRESHNESS_SETTLE_MS", "2000"),
+        ("CGC_SUPERVISOR_STOP_GRACE_MS", "500"),
+    ];
+    env.extend_from_slice(extra);
+    env
+}
+
+fn session(service: &Service, id: &str) -> Conn {
+    let mut conn = service.connect();
+    conn.hello();
+    conn.subscribe();
+    conn.send(json!({"type": "session_start", "session": id, "reason": "startup"}));
+    conn
+}
+
+fn edit(conn: &mut Conn, session: &str, path: &str) {
+    conn.send(json!({"type": "tool_call", "session": session, "tool": "edit", "paths": [path]}));
+    conn.send(json!({"type": "tool_result", "session": session, "tool": "edit", "ok": true}));
+}
+
+fn watch_invocations(fake: &FakeCgc) -> Vec<Value> {
+    fake.invocations()
+        .into_iter()
+        .filter(|r| {
+            r["argv"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|v| v == "watch"))
+        })
+        .collect()
+}
+
+#[test]
+fn on_mode_spawns_the_watcher_verifies_it_and_it_owns_freshness() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_GLOBAL_ARGS", "--db kuzudb"),
+        ]),
+    );
+    let mut conn = session(&service, "s1");
+    let (fresh, _) = conn.wait_status("fresh");
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    let started = conn.wait_seen("watcher_started", |f| f["condition"] == "watcher_started");
+    assert_eq!(started["audience"], "user");
+    let calls = fake.invocations();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(
+        args_of(&calls[0]),
+        json!(["--db", "kuzudb", "watch", "--sync-on-start", "."])
+    );
+    // Edits while the verified watcher runs open no stale episode and start no sync.
+    edit(&mut conn, "s1", "a.py");
+    edit(&mut conn, "s1", "b.py");
+    std::thread::sleep(Duration::from_millis(300));
+    let state = conn.request(json!({"type": "status"}), 5);
+    assert_eq!(state["status"], "fresh", "{state}");
+    assert_eq!(
+        fake.invocations().len(),
+        1,
+        "no lazy sync while the watcher owns freshness"
+    );
+    assert_eq!(conn.count_seen(|f| f["condition"] == "possibly_stale"), 0);
+    // The watcher belongs to its session: shutdown stops it with SIGINT.
+    let pid = calls[0]["pid"].as_i64().unwrap() as i32;
+    conn.request(json!({"type": "session_shutdown", "session": "s1"}), 6);
+    wait_until("the watcher to stop", Duration::from_secs(5), || {
+        !is_alive(pid)
+    });
+    wait_until("its end record", Duration::from_secs(5), || {
+        fake.records().iter().any(|r| r["event"] == "end")
+    });
+    let end = fake
+        .records()
+        .into_iter()
+        .find(|r| r["event"] == "end")
+        .unwrap();
+    assert_eq!(end["how"], json!({"exit": 0}), "stopped gracefully: {end}");
+    assert_eq!(end["handled_signal"], "INT", "{end}");
+}
+
+#[test]
+fn on_mode_with_the_database_locked_skips_as_busy_and_lazy_mode_runs() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let db = sandbox.workspace().join(".codegraphcontext/db/kuzudb");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let mut holder = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import fcntl,sys,time; f=open(sys.argv[1],'w'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)"])
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut conn = session(&service, "s1");
+    let notice = conn.wait_seen("watcher busy", |f| f["condition"] == "watcher_skipped_busy");
+    assert!(
+        notice["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {}", holder.id())),
+        "{notice}"
+    );
+    let state = conn.request(json!({"type": "status"}), 3);
+    assert_eq!(state["status"], "skipped_busy");
+    assert!(fake.invocations().is_empty(), "nothing spawned");
+    assert_eq!(
+        conn.count_seen(|f| f["status"] == "fresh"),
+        0,
+        "no fresh claim for the failed watcher"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    // Lazy mode: the next edit syncs.
+    edit(&mut conn, "s1", "a.py");
+    conn.wait_status("fresh");
+    assert_eq!(watch_invocations(&fake).len(), 1);
+}
+
+#[test]
+fn auto_mode_with_an_embedded_backend_declines_and_runs_no_watcher() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env(&[
+            ("CGC_FRESHNESS_WATCH", "auto"),
+            ("DEFAULT_DATABASE", "kuzudb"),
+        ]),
+    );
+    let mut conn = session(&service, "s1");
+    let notice = conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
+    assert!(
+        notice["text"].as_str().unwrap().contains("kuzudb"),
+        "{notice}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        fake.invocations().is_empty(),
+        "the env override answers without doctor: {:?}",
+        fake.invocations()
+    );
+    let state = conn.request(json!({"type": "status"}), 2);
+    assert_eq!(state["backend"]["kind"], "kuzudb", "{state}");
+    // Lazy mode runs.
+    edit(&mut conn, "s1", "a.py");
+    conn.wait_status("fresh");
+}
+
+#[test]
+fn auto_mode_with_a_server_backend_spawns_and_verifies() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env(&[
+            ("CGC_FRESHNESS_WATCH", "auto"),
+            ("DEFAULT_DATABASE", "falkordb-remote"),
+        ]),
+    );
+    let mut conn = session(&service, "s1");
+    let (fresh, _) = conn.wait_status("fresh");
+    assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
+    assert_eq!(watch_invocations(&fake).len(), 1);
+}
+
+#[test]
+fn auto_mode_on_an_unindexed_workspace_spawns_nothing_and_says_why() {
+    let sandbox = Sandbox::new();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env(&[
+            ("CGC_FRESHNESS_WATCH", "auto"),
+            ("DEFAULT_DATABASE", "neo4j"),
+        ]),
+    );
+    let mut conn = session(&service, "s1");
+    let notice = conn.wait_seen("declined", |f| {
+        f["condition"] == "watcher_declined_unindexed"
+    });
+    assert_eq!(notice["audience"], "user");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        fake.invocations().is_empty(),
+        "no watcher, no scan, no index: {:?}",
+        fake.invocations()
+    );
+    assert!(
+        !sandbox.workspace().join(".codegraphcontext").exists(),
+        "nothing was created"
+    );
+}
+
+#[test]
+fn a_hung_doctor_is_killed_at_the_bound_and_the_answer_is_embedded() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"doctor": {"steps": [{"spawn_daemon": {}}, {"hang": true}], "ignore_sigint": true}}),
+    );
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env(&[("CGC_FRESHNESS_WATCH", "auto"), ("CGC_TIMEOUT_MS", "400")]),
+    );
+    let mut conn = session(&service, "s1");
+    let notice = conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
+    assert!(
+        notice["text"].as_str().unwrap().contains("unknown")
+            || notice["text"].as_str().unwrap().contains("embedded"),
+        "{notice}"
+    );
+    for pid in fake.all_pids() {
+        wait_until(
+            "the doctor and its daemon to be gone",
+            Duration::from_secs(5),
+            || !is_alive(pid),
+        );
+    }
+    assert!(watch_invocations(&fake).is_empty());
+}
+
+#[test]
+fn doctor_output_decides_the_backend_and_garbage_fails_open() {
+    for (doctor, expect_spawn) in [
+        (
+            json!({"steps": [{"stderr": "   Default database: neo4j (source: environment (DEFAULT_DATABASE))"}], "exit": 1}),
+            true,
+        ),
+        (
+            json!({"steps": [{"stderr": "%%% garbage \u{1b}[31m no line here"}], "exit": 0}),
+            false,
+        ),
+    ] {
+        let sandbox = Sandbox::new();
+        sandbox.mark_indexed();
+        let fake = FakeCgc::new(&sandbox, json!({"doctor": doctor}));
+        let service =
+            Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "auto")]));
+        let mut conn = session(&service, "s1");
+        if expect_spawn {
+            conn.wait_status("fresh");
+            assert_eq!(
+                watch_invocations(&fake).len(),
+                1,
+                "doctor's line says neo4j (its exit code says nothing)"
+            );
+        } else {
+            conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
+            assert!(watch_invocations(&fake).is_empty());
+        }
+    }
+}
+
+#[test]
+fn the_dotenv_file_is_the_last_source() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let cgc_home = sandbox.home().join(".codegraphcontext");
+    std::fs::create_dir_all(&cgc_home).unwrap();
+    std::fs::write(
+        cgc_home.join(".env"),
+        "# settings\nexport DATABASE_TYPE=\"falkordb-remote\" # server\n",
+    )
+    .unwrap();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"doctor": {"steps": [{"stderr": "boom"}], "exit": 1}}),
+    );
+    let service =
+        Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "auto")]));
+    let mut conn = session(&service, "s1");
+    let (fresh, _) = conn.wait_status("fresh");
+    assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
+}
+
+#[test]
+fn a_watcher_that_dies_before_verification_is_not_verified_and_lazy_mode_resumes() {
+    for die in [
+        json!({"die_after_ms": 1, "exit": 1}),
+        json!({"die_after_ms": 150, "exit": 1}),
+    ] {
+        let sandbox = Sandbox::new();
+        sandbox.mark_indexed();
+        let fake = FakeCgc::new(
+            &sandbox,
+            json!({"watch": [{"steps": [die, {"stdout": "Database Configuration Error: Database set to 'neo4j' but it is not configured."}, {"hang": true}]}, "builtin"]}),
+        );
+        let service =
+            Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "on")]));
+        let mut conn = session(&service, "s1");
+        let (state, _) = conn.wait_status("not_verified");
+        assert!(
+            state["last_error"].as_str().unwrap().contains("code 1"),
+            "{state}"
+        );
+        conn.wait_seen("notice", |f| f["condition"] == "watcher_not_verified");
+        assert_eq!(
+            conn.count_seen(|f| f["status"] == "fresh"),
+            0,
+            "never fresh for it"
+        );
+        edit(&mut conn, "s1", "a.py");
+        conn.wait_status("fresh");
+        assert_eq!(
+            watch_invocations(&fake).len(),
+            2,
+            "the watcher, then the lazy sync"
+        );
+    }
+}
+
+#[test]
+fn a_watcher_that_dies_after_verification_drops_to_possibly_stale_at_once() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    // Ready at once, then dies 600 ms later (after verification by the ready line).
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": [{"steps": [{"die_after_ms": 600, "exit": 1}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}, "builtin"]}),
+    );
+    let service = Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut conn = session(&service, "s1");
+    conn.wait_status("fresh");
+    let (stale, _) = conn.wait_status("possibly_stale");
+    assert!(stale["last_error"].as_str().is_some(), "{stale}");
+    conn.wait_seen("died notice", |f| f["condition"] == "watcher_died");
+}
+
+#[test]
+fn a_session_that_ends_during_verification_records_no_fresh() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    // Never ready; the liveness budget is long.
+    let fake = FakeCgc::new(&sandbox, json!({"watch": {"steps": [{"hang": true}]}}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "1500"),
+        ]),
+    );
+    let mut conn = session(&service, "s1");
+    wait_until("the watcher", Duration::from_secs(5), || {
+        !fake.invocations().is_empty()
+    });
+    let pid = fake.invocations()[0]["pid"].as_i64().unwrap() as i32;
+    conn.request(json!({"type": "session_shutdown", "session": "s1"}), 2);
+    wait_until("the watcher to stop", Duration::from_secs(5), || {
+        !is_alive(pid)
+    });
+    std::thread::sleep(Duration::from_millis(1800)); // past the liveness budget
+    let state = conn.request(json!({"type": "status"}), 3);
+    assert_ne!(state["status"], "fresh", "{state}");
+    assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
+}
+
+#[test]
+fn the_liveness_budget_verifies_a_watcher_that_never_prints_ready() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, json!({"watch": {"steps": [{"hang": true}]}}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "400"),
+        ]),
+    );
+    let mut conn = session(&service, "s1");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert_eq!(fresh["watcher"]["state"], "verified");
+    assert!(before.iter().all(|f| f["status"] != "fresh"));
+}
