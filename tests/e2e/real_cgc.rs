@@ -32,10 +32,18 @@ fn real_cgc() -> Option<PathBuf> {
 struct Project {
     sandbox: Sandbox,
     cgc: PathBuf,
+    /// Extra environment for every cgc call (e.g. a FalkorDB server).
+    env: Vec<(String, String)>,
+    /// Root options for every cgc call.
+    global: Vec<String>,
 }
 
 impl Project {
     fn new(cgc: PathBuf) -> Project {
+        Project::with(cgc, Vec::new(), vec!["--db".into(), "kuzudb".into()])
+    }
+
+    fn with(cgc: PathBuf, env: Vec<(String, String)>, global: Vec<String>) -> Project {
         let sandbox = Sandbox::new();
         let ws = sandbox.workspace();
         fs::create_dir_all(ws.join("pkg")).unwrap();
@@ -50,7 +58,12 @@ impl Project {
             "from pkg.alpha import old_name\n\n\ndef beta_main():\n    return old_name(3)\n",
         )
         .unwrap();
-        let project = Project { sandbox, cgc };
+        let project = Project {
+            sandbox,
+            cgc,
+            env,
+            global,
+        };
         let out = project.cgc_cmd(&["index", "."]).output().unwrap();
         assert!(
             out.status.success(),
@@ -68,7 +81,8 @@ impl Project {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", self.sandbox.home())
             .env("COLUMNS", "1000")
-            .args(["--db", "kuzudb"])
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .args(&self.global)
             .args(args)
             .stdin(Stdio::null());
         cmd
@@ -91,13 +105,15 @@ impl Project {
 
     fn service(&self, extra: &[(&str, &str)]) -> Service {
         let cgc = self.cgc.display().to_string();
+        let global = self.global.join(" ");
         let mut env = vec![
             ("CGC_EXECUTABLE", cgc.as_str()),
-            ("CGC_GLOBAL_ARGS", "--db kuzudb"),
+            ("CGC_GLOBAL_ARGS", global.as_str()),
             ("CGC_FRESHNESS_BATCH_MS", "100"),
             ("CGC_FRESHNESS_SETTLE_MS", "5000"),
         ];
         env.extend_from_slice(extra);
+        env.extend(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         Service::start(&self.sandbox, &[], &env)
     }
 
@@ -296,4 +312,223 @@ fn an_edit_during_a_real_sync_stays_stale_and_causes_exactly_one_follow_up() {
     );
     assert_eq!(project.functions_named("final_name").len(), 1);
     assert!(project.functions_named("mid_name").is_empty());
+}
+
+fn rename_in(path: &std::path::Path, from: &str, to: &str) {
+    let text = fs::read_to_string(path).unwrap().replace(from, to);
+    fs::write(path, text).unwrap();
+}
+
+#[test]
+fn on_mode_verifies_a_real_watcher_and_an_edit_reaches_the_graph_through_it() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[("CGC_FRESHNESS_WATCH", "on")]);
+    let mut conn = harness(&service);
+    let (fresh, _) = conn.wait_status("fresh");
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    let alpha = project.path("pkg/alpha.py");
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
+        rename_in(&alpha, "old_name", "watched_name")
+    });
+    assert_eq!(
+        conn.request(json!({"type": "status"}), 3)["status"],
+        "fresh"
+    );
+    // Kùzu allows one process at a time: give the watcher time to apply the
+    // change, then end the session (the watcher stops with SIGINT and frees
+    // the database) and ask the graph.
+    std::thread::sleep(Duration::from_secs(6));
+    conn.request(json!({"type": "session_shutdown", "session": "s1"}), 4);
+    wait_until("the watcher to stop", Duration::from_secs(10), || {
+        service
+            .log_events("child_exited")
+            .iter()
+            .any(|e| e["kind"] == "Watcher")
+    });
+    assert_eq!(
+        sync_spawns(&service),
+        0,
+        "the watcher, not a sync, applied the edit"
+    );
+    assert_eq!(
+        project.functions_named("watched_name").len(),
+        1,
+        "the edit reached the graph"
+    );
+    assert!(project.functions_named("old_name").is_empty());
+}
+
+#[test]
+fn auto_mode_declines_an_embedded_backend_on_the_real_cli() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    project.sandbox.mark_indexed();
+    let service = project.service(&[
+        ("CGC_FRESHNESS_WATCH", "auto"),
+        ("DEFAULT_DATABASE", "kuzudb"),
+    ]);
+    let mut conn = harness(&service);
+    conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
+    assert!(service
+        .log_events("spawn")
+        .iter()
+        .all(|e| e["kind"] != "Watcher"));
+}
+
+#[test]
+fn auto_mode_with_neo4j_and_no_server_reaches_the_honest_not_verified_state() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    project.sandbox.mark_indexed();
+    // No `--db` this time: CGC must pick neo4j from the environment.
+    let service = project.service(&[
+        ("CGC_FRESHNESS_WATCH", "auto"),
+        ("DEFAULT_DATABASE", "neo4j"),
+        ("CGC_GLOBAL_ARGS", ""),
+    ]);
+    let mut conn = harness(&service);
+    let (state, _) = conn.wait_status("not_verified");
+    assert!(
+        state["last_error"].as_str().unwrap().contains("code 1"),
+        "{state}"
+    );
+    conn.wait_seen("not verified notice", |f| {
+        f["condition"] == "watcher_not_verified"
+    });
+    assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
+}
+
+#[test]
+fn on_mode_while_another_real_watcher_holds_the_database_is_busy_naming_it() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let mut watcher = project
+        .cgc_cmd(&["watch", "."])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reader = std::io::BufReader::new(watcher.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Monitoring for file changes") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut reader, &mut line).unwrap() > 0,
+            "watch ended early"
+        );
+    }
+    let service = project.service(&[("CGC_FRESHNESS_WATCH", "on")]);
+    let mut conn = harness(&service);
+    let notice = conn.wait_seen("busy", |f| f["condition"] == "watcher_skipped_busy");
+    assert!(
+        notice["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {}", watcher.id())),
+        "{notice}"
+    );
+    assert!(
+        service
+            .log_events("spawn")
+            .iter()
+            .all(|e| e["kind"] != "Watcher"),
+        "no watcher spawned"
+    );
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(watcher.id() as i32, libc::SIGINT) };
+    let _ = watcher.wait();
+}
+
+/// A FalkorDB server on loopback for the duration of a test.
+struct FalkorServer {
+    script: PathBuf,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl FalkorServer {
+    fn start() -> Option<FalkorServer> {
+        let script = match std::env::var_os("CGC_FRESH_FALKORDB_SERVER_SCRIPT") {
+            Some(path) => PathBuf::from(path),
+            None if std::env::var_os("CGC_FRESH_REQUIRE_REAL_CGC").is_some() => {
+                panic!("CGC_FRESH_FALKORDB_SERVER_SCRIPT is not set")
+            }
+            None => {
+                eprintln!("no FalkorDB server script: skipping");
+                return None;
+            }
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(&script)
+            .arg("start")
+            .arg(port.to_string())
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "falkordb start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(FalkorServer { script, port, dir })
+    }
+}
+
+impl Drop for FalkorServer {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.script)
+            .arg("stop")
+            .arg(self.port.to_string())
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+#[test]
+fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph() {
+    let Some(cgc) = real_cgc() else { return };
+    let Some(server) = FalkorServer::start() else {
+        return;
+    };
+    let env = vec![
+        (
+            "DEFAULT_DATABASE".to_string(),
+            "falkordb-remote".to_string(),
+        ),
+        ("FALKORDB_HOST".to_string(), "127.0.0.1".to_string()),
+        ("FALKORDB_PORT".to_string(), server.port.to_string()),
+    ];
+    let project = Project::with(cgc, env, Vec::new());
+    project.sandbox.mark_indexed();
+    let service = project.service(&[("CGC_FRESHNESS_WATCH", "auto")]);
+    let mut conn = harness(&service);
+    let (fresh, _) = conn.wait_status("fresh");
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
+    let alpha = project.path("pkg/alpha.py");
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
+        rename_in(&alpha, "old_name", "served_name")
+    });
+    // A server backend has no lock: ask the graph while the watcher runs.
+    wait_until(
+        "the watcher to apply the edit",
+        Duration::from_secs(30),
+        || project.functions_named("served_name").len() == 1,
+    );
+    assert!(project.functions_named("old_name").is_empty());
+    assert_eq!(
+        sync_spawns(&service),
+        0,
+        "the watcher applied it, not a sync"
+    );
+    assert_eq!(
+        conn.request(json!({"type": "status"}), 9)["status"],
+        "fresh"
+    );
 }

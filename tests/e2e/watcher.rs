@@ -404,3 +404,26 @@ fn the_liveness_budget_verifies_a_watcher_that_never_prints_ready() {
     assert_eq!(fresh["watcher"]["state"], "verified");
     assert!(before.iter().all(|f| f["status"] != "fresh"));
 }
+
+#[test]
+fn a_db_root_option_in_global_args_outranks_the_environment() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &env(&[
+            ("CGC_FRESHNESS_WATCH", "auto"),
+            ("DEFAULT_DATABASE", "neo4j"),
+            ("CGC_GLOBAL_ARGS", "--db kuzudb"),
+        ]),
+    );
+    let mut conn = session(&service, "s1");
+    let notice = conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
+    assert!(
+        notice["text"].as_str().unwrap().contains("kuzudb"),
+        "{notice}"
+    );
+    assert!(watch_invocations(&fake).is_empty());
+}

@@ -96,6 +96,9 @@ pub fn classify(name: &str) -> Backend {
 /// Where an answer came from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum BackendSource {
+    /// `--db`/`--database` in `cgc.globalArgs`: CGC turns it into
+    /// `CGC_RUNTIME_DB_TYPE`, the highest-precedence override of all.
+    GlobalArgs,
     /// A runtime-environment override, e.g. `DEFAULT_DATABASE`.
     RuntimeEnv { var: &'static str },
     /// `cgc doctor`'s `Default database:` line.
@@ -109,6 +112,7 @@ pub enum BackendSource {
 impl fmt::Display for BackendSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            BackendSource::GlobalArgs => f.write_str("cgc.globalArgs --db"),
             BackendSource::RuntimeEnv { var } => write!(f, "environment {var}"),
             BackendSource::Doctor => f.write_str("cgc doctor"),
             BackendSource::DotEnv { key } => write!(f, "~/{DOTENV_PATH_IN_HOME} {key}"),
@@ -331,6 +335,27 @@ impl DetectionPlan {
             DetectionStep::Fallback,
         ]
     }
+}
+
+/// The backend named by `--db X` / `--database X` (or `=X`) among the root
+/// options the service passes to every `cgc` (`cgc.globalArgs`). It wins
+/// over everything else, exactly as in CGC, so detection checks it first.
+pub fn from_global_args(args: &[String]) -> Option<(Backend, BackendSource)> {
+    let mut found = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let value = if arg == "--db" || arg == "--database" {
+            iter.next().cloned()
+        } else {
+            arg.strip_prefix("--db=")
+                .or_else(|| arg.strip_prefix("--database="))
+                .map(str::to_string)
+        };
+        if let Some(value) = value.filter(|v| !v.trim().is_empty()) {
+            found = Some((classify(value.trim()), BackendSource::GlobalArgs));
+        }
+    }
+    found
 }
 
 /// The answer from what the steps found, in precedence order:

@@ -2,8 +2,9 @@
 //! watcher mode — bounded by `cgc.timeoutMs` and failing open to the
 //! conservative "embedded" answer.
 //!
-//! Order (the rules are `cgc_fresh_core::watcher::backend`): the runtime
-//! environment overrides CGC itself honours; then `cgc doctor`'s `Default
+//! Order (the rules are `cgc_fresh_core::watcher::backend`): `--db` in
+//! `cgc.globalArgs` (CGC's own highest override); the runtime environment
+//! overrides CGC itself honours; then `cgc doctor`'s `Default
 //! database:` line (its exit code says nothing; a hung doctor is stopped with
 //! its group at the bound); then `~/.codegraphcontext/.env`. Answers are
 //! cached per session.
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
-use cgc_fresh_core::watcher::backend::{decide, from_runtime_env, BackendAnswer};
+use cgc_fresh_core::watcher::backend::{decide, from_global_args, from_runtime_env, BackendAnswer};
 
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
@@ -104,7 +105,9 @@ impl Handler<DetectBackend> for BackendDetector {
             });
             return;
         }
-        if let Some(env) = from_runtime_env(|name| std::env::var(name).ok()) {
+        let overrides = from_global_args(&self.settings.cgc.global_args)
+            .or_else(|| from_runtime_env(|name| std::env::var(name).ok()));
+        if let Some(env) = overrides {
             let answer = decide(Some(env), None, None);
             self.answer(msg.session, answer, &msg.reply_to);
             return;
