@@ -269,3 +269,36 @@ fn a_corrupt_registry_file_is_survived_with_a_warning() {
     let parsed: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(parsed["children"], json!([]));
 }
+
+#[test]
+fn sigterm_with_a_live_watcher_a_running_sync_and_a_daemon_leaves_nothing() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    // First `watch` = the managed watcher (never ready, so still verifying);
+    // second = the person's sync, which daemonizes a grandchild and hangs.
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": [
+            {"steps": [{"hang": true}]},
+            {"steps": [{"spawn_daemon": {}}, {"hang": true}]}
+        ]}),
+    );
+    let mut env = ENV.to_vec();
+    env.push(("CGC_FRESHNESS_WATCH", "on"));
+    env.push(("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "60000"));
+    let mut service = Service::start_with_fake(&sandbox, &fake, &env);
+    let mut conn = service.connect();
+    conn.hello();
+    conn.send(json!({"type": "session_start", "session": "s1", "reason": "startup"}));
+    wait_until("the watcher", Duration::from_secs(5), || {
+        fake.invocations().len() == 1
+    });
+    conn.request(json!({"type": "sync"}), 2);
+    wait_until("the sync and its daemon", Duration::from_secs(5), || {
+        fake.records().iter().any(|r| r["event"] == "daemon")
+    });
+    assert_eq!(fake.invocations().len(), 2, "watcher and sync both running");
+    service.signal(libc::SIGTERM);
+    assert!(service.wait_exit(Duration::from_secs(15)).success());
+    assert_nothing_left(&sandbox, &fake);
+}
