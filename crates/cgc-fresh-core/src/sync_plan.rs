@@ -9,9 +9,6 @@
 use crate::config::SyncStrategy;
 use crate::freshness::SyncOutcome;
 
-/// CGC's line once `watch` has reconciled and is watching.
-pub const WATCH_READY_MARKER: &str = "Monitoring for file changes";
-
 /// The argv (after the executable) for one sync: global flags first, since
 /// CGC's `--db`/`--db-path`/`--context` are root options.
 pub fn sync_argv(strategy: &SyncStrategy, global_args: &[String]) -> Vec<String> {

@@ -60,6 +60,7 @@ impl LoadedConfig {
     }
 
     /// The layer that set the effective value of `key`.
+    #[cfg(test)]
     pub fn origin(&self, key: Key) -> &Layer {
         self.layers.origin(key)
     }

@@ -16,7 +16,8 @@ use std::path::Path;
 /// The held lock; dropping it releases the workspace.
 #[derive(Debug)]
 pub struct InstanceLock {
-    file: File,
+    /// Held open for its drop: closing it releases the lock.
+    _file: File,
 }
 
 /// Why the lock was not taken.
@@ -54,18 +55,7 @@ impl InstanceLock {
         file.seek(SeekFrom::Start(0)).map_err(io_err)?;
         writeln!(file, "{}", std::process::id()).map_err(io_err)?;
         file.flush().map_err(io_err)?;
-        Ok(InstanceLock { file })
-    }
-
-    /// The pid recorded by whoever holds (or last held) the lock at `path`.
-    pub fn holder_pid(path: &Path) -> Option<u32> {
-        let mut file = File::open(path).ok()?;
-        read_pid(&mut file)
-    }
-
-    /// Keeps the lock file's descriptor alive (for the type's users).
-    pub fn file(&self) -> &File {
-        &self.file
+        Ok(InstanceLock { _file: file })
     }
 }
 

@@ -2,8 +2,6 @@
 //! agent edits the workspace. `cgc-fresh serve` runs the per-workspace
 //! service; the other subcommands are its clients (see `cli`).
 
-#![allow(dead_code)]
-
 mod cli;
 mod client;
 mod commands;

@@ -99,21 +99,25 @@ impl CapturedLines {
     }
 
     /// The first lines, at most `head_lines`.
+    #[cfg(test)]
     pub fn head(&self) -> &[OutputLine] {
         &self.head
     }
 
     /// The last lines after the head, at most `tail_lines`.
+    #[cfg(test)]
     pub fn tail(&self) -> impl Iterator<Item = &OutputLine> {
         self.tail.iter()
     }
 
     /// Lines seen but not kept (between head and tail).
+    #[cfg(test)]
     pub fn dropped_lines(&self) -> u64 {
         self.dropped_lines
     }
 
     /// Every line seen, kept or not.
+    #[cfg(test)]
     pub fn total_lines(&self) -> u64 {
         self.total_lines
     }
@@ -157,6 +161,7 @@ impl OutputCapture {
     }
 
     /// A copy of what has been captured so far.
+    #[cfg(test)]
     pub fn snapshot(&self) -> CapturedLines {
         self.locked().clone()
     }

@@ -138,6 +138,7 @@ impl ExitWatchers {
     }
 
     /// True while `pid` is watched and not yet reaped.
+    #[cfg(test)]
     pub fn is_watched(&self, pid: i32) -> bool {
         self.senders.contains_key(&pid)
     }

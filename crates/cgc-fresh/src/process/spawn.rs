@@ -87,8 +87,6 @@ pub struct SpawnedChild {
     /// `/proc/<pid>/stat` field 22 (clock ticks after boot); with the pid it
     /// identifies this process across pid reuse.
     pub start_time: u64,
-    pub kind: ChildKind,
-    pub owner_token: String,
     /// Read ends of the child's stdout and stderr pipes (close-on-exec).
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
@@ -193,8 +191,6 @@ pub fn spawn_child(spec: &SpawnSpec) -> Result<SpawnedChild, SpawnError> {
         pid,
         pgid: pid,
         start_time,
-        kind: spec.kind,
-        owner_token: spec.owner_token.clone(),
         stdout: OwnedFd::from(stdout),
         stderr: OwnedFd::from(stderr),
     })

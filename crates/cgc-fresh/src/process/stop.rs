@@ -273,9 +273,9 @@ mod tests {
                 pgid,
                 stdout,
                 stderr,
-                owner_token,
                 ..
             } = spawn_child(&shell_spec(dir.path(), token, script)).unwrap();
+            let owner_token = token.to_string();
             let exited = self.watchers.lock().unwrap().watch(pid);
             let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
             let mut ready_tx = Some(ready_tx);

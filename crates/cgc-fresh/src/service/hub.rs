@@ -37,10 +37,6 @@ impl NoticeHub {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.subscribers.len()
-    }
-
     /// Sends `frame` to every live subscriber and returns how many got it.
     /// A subscriber whose connection is gone is dropped here.
     pub fn broadcast(&mut self, frame: &Envelope<ServerFrame>) -> usize {

@@ -66,7 +66,6 @@ pub enum ShutdownReason {
     Signal(i32),
     SecondSignal(i32),
     IdleExit,
-    Panic,
 }
 
 /// The effective configuration changed (start-up or SIGHUP reload).

@@ -235,6 +235,22 @@ struct Lifecycle {
 
 impl Actor for Lifecycle {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // systemd's watchdog is opt-in (WatchdogSec= in the unit): only then
+        // does a periodic ping run; by default no timer runs while idle.
+        if let Some(interval) = self.notifier.watchdog_interval() {
+            tracing::info!(
+                event = "watchdog_enabled",
+                interval_ms = interval.as_millis() as u64
+            );
+            ctx.run_interval(interval / 2, |act, _| {
+                if let Err(error) = act.notifier.watchdog_ping() {
+                    tracing::warn!(event = "notify_failed", state = "WATCHDOG=1", error = %error);
+                }
+            });
+        }
+    }
 }
 
 impl Handler<Shutdown> for Lifecycle {

@@ -15,11 +15,11 @@ use cgc_fresh_core::config::Settings;
 use cgc_fresh_core::freshness::{FlightId, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
     classify_sync_exit, is_index_skip_line, list_argv, listing_mentions_workspace, sync_argv,
-    SyncRunFacts, WATCH_READY_MARKER,
+    SyncRunFacts,
 };
 
 use crate::process::busy::find_lock_holder;
-use crate::process::cgc_markers::output_has_lock_error;
+use crate::process::cgc_markers::{is_watch_ready_line, output_has_lock_error};
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
 
@@ -431,7 +431,7 @@ impl Handler<ChildEvent> for SyncRunner {
                         if is_index_skip_line(&text) {
                             run.facts.skipped_indexed = true;
                         }
-                        if text.contains(WATCH_READY_MARKER) && !run.facts.saw_ready {
+                        if is_watch_ready_line(&text) && !run.facts.saw_ready {
                             run.facts.saw_ready = true;
                             // Reconciled: one SIGINT stops it cleanly (a
                             // second would make it exit 130 mid-stop). If

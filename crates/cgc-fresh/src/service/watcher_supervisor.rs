@@ -28,12 +28,12 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::{Settings, WatchMode};
-use cgc_fresh_core::sync_plan::WATCH_READY_MARKER;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_core::watcher::gate::{gate, GateDecision};
 
 use super::backend_detector::{BackendDetected, BackendDetector, DetectBackend};
 use crate::process::busy::find_lock_holder;
+use crate::process::cgc_markers::is_watch_ready_line;
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild};
 
@@ -304,7 +304,7 @@ impl Handler<ChildEvent> for WatcherSupervisor {
     fn handle(&mut self, msg: ChildEvent, ctx: &mut Self::Context) {
         match msg {
             ChildEvent::Line { text, .. } => {
-                if text.contains(WATCH_READY_MARKER) {
+                if is_watch_ready_line(&text) {
                     if let Some(running) = self.running.as_mut() {
                         running.saw_ready = true;
                     }

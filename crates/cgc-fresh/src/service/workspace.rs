@@ -439,8 +439,13 @@ impl WorkspaceActor {
 
 impl Handler<ConnectionOpened> for WorkspaceActor {
     type Result = ();
-    fn handle(&mut self, _: ConnectionOpened, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: ConnectionOpened, ctx: &mut Self::Context) {
         self.clients += 1;
+        tracing::debug!(
+            event = "client_count",
+            conn = msg.conn,
+            clients = self.clients
+        );
         if let Some(timer) = self.idle_timer.take() {
             ctx.cancel_future(timer);
         }

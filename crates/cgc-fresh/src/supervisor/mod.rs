@@ -23,9 +23,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use crate::process::capture::{
-    capture_output, log_child_line, CaptureLimits, OutputCapture, OutputStream,
-};
+use crate::process::capture::{capture_output, log_child_line, CaptureLimits, OutputCapture};
 use crate::process::proc_info::processes_with_owner_token;
 use crate::process::reap::{ExitReceiver, ExitWatchers, ReapedProcess, Reaper};
 use crate::process::spawn::{child_owner_token, spawn_child, ChildKind, SpawnError, SpawnSpec};
@@ -41,19 +39,12 @@ const OUTPUT_DRAIN_BOUND: Duration = Duration::from_millis(500);
 #[rtype(result = "()")]
 pub enum ChildEvent {
     /// One line of its output (already logged).
-    Line {
-        id: u64,
-        generation: u64,
-        stream: OutputStream,
-        text: String,
-    },
+    Line { id: u64, text: String },
     /// It exited and was reaped; its leftovers were killed.
     Exited {
         id: u64,
-        generation: u64,
         pid: i32,
         status: ExitStatus,
-        runtime: Duration,
         output_tail: String,
     },
 }
@@ -83,9 +74,7 @@ pub enum SpawnChildError {
 #[derive(Debug, Clone, Copy)]
 pub struct ChildStarted {
     pub id: u64,
-    pub generation: u64,
     pub pid: i32,
-    pub pgid: i32,
 }
 
 /// Stop one child (SIGINT → SIGTERM → SIGKILL).
@@ -293,8 +282,6 @@ impl Handler<SpawnChild> for RootSupervisor {
                 log_child_line(pid, line);
                 requester.do_send(ChildEvent::Line {
                     id,
-                    generation,
-                    stream: line.stream,
                     text: line.text.clone(),
                 });
             };
@@ -337,9 +324,7 @@ impl Handler<SpawnChild> for RootSupervisor {
         self.persist();
         Ok(ChildStarted {
             id,
-            generation,
             pid: spawned.pid,
-            pgid: spawned.pgid,
         })
     }
 }
@@ -374,10 +359,8 @@ impl RootSupervisor {
         );
         child.requester.do_send(ChildEvent::Exited {
             id,
-            generation: child.entry.generation,
             pid: child.entry.pid,
             status,
-            runtime,
             output_tail: child.capture.tail_text(20),
         });
         self.persist();

@@ -111,6 +111,7 @@ impl Notifier {
     }
 
     /// [`Notifier::from_env`] with explicit inputs; errors instead of logging.
+    #[cfg(test)]
     pub fn from_vars(vars: &NotifyVars, our_pid: u32) -> Result<Notifier, NotifyEnvError> {
         Ok(Notifier {
             target: parse_target(vars.notify_socket.as_ref())?,
@@ -119,11 +120,13 @@ impl Notifier {
     }
 
     /// A notifier that never sends (not started by systemd).
+    #[cfg(test)]
     pub fn disabled() -> Notifier {
         Notifier::default()
     }
 
     /// Whether a manager is listening for our notifications.
+    #[cfg(test)]
     pub fn is_enabled(&self) -> bool {
         self.target.is_some()
     }
@@ -163,6 +166,7 @@ impl Notifier {
 
     /// `STATUS=<text>`: the line `systemctl status` shows. Line breaks in
     /// `text` become spaces (a newline would start a new assignment).
+    #[cfg(test)]
     pub fn status(&self, text: &str) -> io::Result<bool> {
         let line: String = text
             .chars()
