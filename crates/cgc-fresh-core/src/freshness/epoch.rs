@@ -13,13 +13,21 @@
 //! outside the workspace) are queued too, as placeholders: otherwise their
 //! results would settle a real edit that is still being written.
 //!
+//! Cost: every frame passes through here, so nothing walks all the
+//! unsettled edits. They are indexed by deadline (settling by deadline pops
+//! from the front) and by observation time; a harness that floods calls
+//! without results is bounded by the per-(session, tool) queue cap, and the
+//! edits of calls dropped from a full queue are folded into one aggregate
+//! that stays unsettled until the latest of their deadlines — memory stays
+//! bounded and nothing is settled early.
+//!
 //! A queued call is forgotten two settle windows after it was made: by then
 //! its edit (if any) settled by deadline, and a harness that never sends
 //! results must not grow the queues. A result arriving even later would be
 //! matched to a younger call — settling it early; that needs a tool that
 //! outlives two settle windows and is accepted.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::session::SessionKey;
 use super::time::Millis;
@@ -44,10 +52,23 @@ struct WaitingCall {
     edit: Option<EditId>,
 }
 
+/// Edits of calls dropped from a full queue, kept as one: unsettled from
+/// the earliest observation until the latest deadline.
+#[derive(Debug, Clone, Copy)]
+struct Overflow {
+    observed_at: Millis,
+    settles_by: Millis,
+}
+
 /// The edits still in motion.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct EditTracker {
     unsettled: BTreeMap<EditId, UnsettledEdit>,
+    /// `unsettled`, ordered by deadline.
+    by_deadline: BTreeSet<(Millis, EditId)>,
+    /// `unsettled`, ordered by observation time.
+    by_observed: BTreeSet<(Millis, EditId)>,
+    overflow: Option<Overflow>,
     waiting: BTreeMap<(SessionKey, String), VecDeque<WaitingCall>>,
 }
 
@@ -64,7 +85,7 @@ impl EditTracker {
         edit: Option<EditId>,
     ) {
         if let Some(id) = edit {
-            self.unsettled.insert(
+            self.insert(
                 id,
                 UnsettledEdit {
                     session,
@@ -74,9 +95,28 @@ impl EditTracker {
             );
         }
         let queue = self.waiting.entry((session, tool.to_string())).or_default();
-        if queue.len() >= MAX_WAITING_CALLS {
-            queue.pop_front();
+        let dropped = if queue.len() >= MAX_WAITING_CALLS {
+            queue.pop_front()
+        } else {
+            None
+        };
+        if let Some(id) = dropped.and_then(|call| call.edit) {
+            // No result can settle it any more: fold it into the aggregate.
+            if let Some(edit) = self.remove(id) {
+                let merged = match self.overflow {
+                    None => Overflow {
+                        observed_at: edit.observed_at,
+                        settles_by: edit.settles_by,
+                    },
+                    Some(old) => Overflow {
+                        observed_at: old.observed_at.min(edit.observed_at),
+                        settles_by: old.settles_by.max(edit.settles_by),
+                    },
+                };
+                self.overflow = Some(merged);
+            }
         }
+        let queue = self.waiting.entry((session, tool.to_string())).or_default();
         queue.push_back(WaitingCall {
             forget_at: now.plus(settle_ms.saturating_mul(2)),
             edit,
@@ -95,13 +135,37 @@ impl EditTracker {
             self.waiting.remove(&key);
         }
         call.and_then(|call| call.edit)
-            .is_some_and(|id| self.unsettled.remove(&id).is_some())
+            .is_some_and(|id| self.remove(id).is_some())
+    }
+
+    fn insert(&mut self, id: EditId, edit: UnsettledEdit) {
+        self.by_deadline.insert((edit.settles_by, id));
+        self.by_observed.insert((edit.observed_at, id));
+        if let Some(old) = self.unsettled.insert(id, edit) {
+            self.by_deadline.remove(&(old.settles_by, id));
+            self.by_observed.remove(&(old.observed_at, id));
+        }
+    }
+
+    fn remove(&mut self, id: EditId) -> Option<UnsettledEdit> {
+        let edit = self.unsettled.remove(&id)?;
+        self.by_deadline.remove(&(edit.settles_by, id));
+        self.by_observed.remove(&(edit.observed_at, id));
+        Some(edit)
     }
 
     /// Settles every edit whose deadline is at or before `now`, and forgets
     /// calls older than two settle windows.
     pub(crate) fn expire(&mut self, now: Millis) {
-        self.unsettled.retain(|_, edit| edit.settles_by > now);
+        while let Some(&(deadline, id)) = self.by_deadline.first() {
+            if deadline > now {
+                break;
+            }
+            self.remove(id);
+        }
+        if self.overflow.is_some_and(|o| o.settles_by <= now) {
+            self.overflow = None;
+        }
         self.waiting.retain(|_, queue| {
             while queue.front().is_some_and(|call| call.forget_at <= now) {
                 queue.pop_front();
@@ -113,24 +177,37 @@ impl EditTracker {
     /// The session ended: its tools are no longer writing, so its edits are
     /// settled, and no result of its calls will come.
     pub(crate) fn end_session(&mut self, session: SessionKey) {
-        self.unsettled.retain(|_, edit| edit.session != session);
+        let ended: Vec<EditId> = self
+            .unsettled
+            .iter()
+            .filter(|(_, edit)| edit.session == session)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ended {
+            self.remove(id);
+        }
+        // The aggregate has no owner; it settles by its deadline.
         self.waiting.retain(|(owner, _), _| *owner != session);
     }
 
     /// Whether any observed edit may still be being written.
     pub(crate) fn has_unsettled(&self) -> bool {
-        !self.unsettled.is_empty()
+        !self.unsettled.is_empty() || self.overflow.is_some()
     }
 
     /// When the oldest unsettled edit was observed.
     pub(crate) fn earliest_unsettled_at(&self) -> Option<Millis> {
-        self.unsettled.values().map(|edit| edit.observed_at).min()
+        let indexed = self.by_observed.first().map(|(at, _)| *at);
+        let folded = self.overflow.map(|o| o.observed_at);
+        indexed.into_iter().chain(folded).min()
     }
 
     /// When every unsettled edit will have settled by deadline, at the
     /// latest.
     pub(crate) fn all_settled_by(&self) -> Option<Millis> {
-        self.unsettled.values().map(|edit| edit.settles_by).max()
+        let indexed = self.by_deadline.last().map(|(at, _)| *at);
+        let folded = self.overflow.map(|o| o.settles_by);
+        indexed.into_iter().chain(folded).max()
     }
 }
 
@@ -198,5 +275,28 @@ mod tests {
         edits.end_session(a);
         assert_eq!(edits.earliest_unsettled_at(), Some(Millis(5)));
         assert!(!edits.record_result(a, "edit"));
+    }
+
+    #[test]
+    fn a_flood_of_calls_without_results_stays_bounded_and_settles_nothing_early() {
+        let (a, _) = two_sessions();
+        let mut edits = EditTracker::default();
+        let calls = (MAX_WAITING_CALLS * 3) as u64;
+        for n in 0..calls {
+            edits.record_call(a, "edit", Millis(100 + n), 1_000, Some(n + 1));
+        }
+        assert!(edits.unsettled.len() <= MAX_WAITING_CALLS, "{}", edits.unsettled.len());
+        assert_eq!(edits.by_deadline.len(), edits.unsettled.len());
+        assert_eq!(edits.by_observed.len(), edits.unsettled.len());
+        // The first call's edit still counts as unsettled...
+        assert_eq!(edits.earliest_unsettled_at(), Some(Millis(100)));
+        // ...until the latest deadline of everything observed.
+        let last_deadline = Millis(100 + calls - 1 + 1_000);
+        assert_eq!(edits.all_settled_by(), Some(last_deadline));
+        edits.expire(Millis(last_deadline.0 - 1));
+        assert!(edits.has_unsettled());
+        edits.expire(last_deadline);
+        assert!(!edits.has_unsettled());
+        assert!(edits.by_deadline.is_empty() && edits.by_observed.is_empty());
     }
 }

@@ -1,6 +1,11 @@
 //! `FreshnessStore`: the freshness record on disk (`state.json`).
 //!
-//! Written atomically (temp file, fsync, rename) on every change. A failed
+//! Written atomically (temp file, fsync, rename) whenever what the record
+//! tells a person changes: status, sync and stale times, error, watcher,
+//! sync generation. Changes of only the edit counter or the pending-path
+//! count — one per agent edit — ride along with the next such write instead
+//! of costing an fsync each: after a restart the status is `unknown` and
+//! neither counter means anything across it. A failed
 //! write is logged once, reported in the state frame, and the service goes
 //! on (fail-open): the record in memory stays authoritative. After a restart
 //! the record is read back and the machine turns it into `unknown`.
@@ -15,6 +20,8 @@ use crate::supervisor::registry::write_atomically;
 pub struct FreshnessStore {
     dir: PathBuf,
     file: PathBuf,
+    /// The last record written, with the per-edit counters blanked.
+    written: Option<FreshnessRecord>,
     /// The last write's error, while writes keep failing.
     failing: Option<String>,
 }
@@ -31,6 +38,7 @@ impl FreshnessStore {
         FreshnessStore {
             dir,
             file,
+            written: None,
             failing: None,
         }
     }
@@ -46,8 +54,13 @@ impl FreshnessStore {
         }
     }
 
-    /// Writes the record; on failure remembers (and logs once) why.
+    /// Writes the record if what it says to a person changed (or the last
+    /// write failed); on failure remembers (and logs once) why.
     pub fn save(&mut self, record: &FreshnessRecord) {
+        let meaning = without_counters(record);
+        if self.failing.is_none() && self.written.as_ref() == Some(&meaning) {
+            return;
+        }
         let result = record
             .to_json()
             .map_err(|e| e.to_string())
@@ -57,6 +70,7 @@ impl FreshnessStore {
             });
         match result {
             Ok(()) => {
+                self.written = Some(meaning);
                 if self.failing.take().is_some() {
                     tracing::info!(event = "state_write_recovered", path = %self.file.display());
                 }
@@ -77,4 +91,12 @@ impl FreshnessStore {
     pub fn failure(&self) -> Option<&str> {
         self.failing.as_deref()
     }
+}
+
+/// The record as far as a person reads it: the per-edit counters blanked.
+fn without_counters(record: &FreshnessRecord) -> FreshnessRecord {
+    let mut meaning = record.clone();
+    meaning.edit_epoch = 0;
+    meaning.pending = Default::default();
+    meaning
 }
