@@ -28,7 +28,7 @@ struct Run {
 
 pub fn run(tools: &Tools, runs: usize) -> Result<()> {
     report::section(
-        "shutdown: SIGTERM during a hanging sync with a daemonized grandchild",
+        "shutdown: SIGTERM with a live watcher, a running sync and a daemonized grandchild",
         &tools.command_line,
     );
     let mut results = Vec::with_capacity(runs);
@@ -61,11 +61,11 @@ pub fn run(tools: &Tools, runs: usize) -> Result<()> {
     report::print_table(&table);
     let processes: Vec<String> = results.iter().map(|r| r.processes.to_string()).collect();
     report::note(&format!(
-        "Fake scenario `{{\"watch\": {{\"steps\": [{{\"spawn_daemon\": {{}}}}, {{\"hang\": true}}]}}}}`, \
-         workspace marked indexed, `CGC_FRESHNESS_BATCH_MS=20`; a harness session sent a \
-         `tool_call` and `tool_result` for `write`; SIGTERM was sent once the sync was running \
-         and the daemon had logged itself. Logged processes per run (the `cgc watch` and its \
-         daemon): {}. Liveness polled every 1 ms from /proc/<pid>/stat.",
+        "`freshness.watch=on` (the managed watcher is the fake's first `watch`: it hangs, so it \
+         is still verifying), then a person's `sync` (the second `watch`: it daemonizes a \
+         grandchild into its own session and hangs); workspace marked indexed. SIGTERM was sent \
+         once the sync was running and the daemon had logged itself. Logged processes per run \
+         (watcher, sync, daemon): {}. Liveness polled every 1 ms from /proc/<pid>/stat.",
         processes.join(", ")
     ));
     Ok(())
@@ -74,17 +74,25 @@ pub fn run(tools: &Tools, runs: usize) -> Result<()> {
 fn one_run(tools: &Tools) -> Result<Run> {
     let sandbox = Sandbox::new(&tools.scratch)?;
     sandbox.mark_indexed()?;
-    let scenario = json!({"watch": {"steps": [{"spawn_daemon": {}}, {"hang": true}]}});
+    let scenario = json!({"watch": [
+        {"steps": [{"hang": true}]},
+        {"steps": [{"spawn_daemon": {}}, {"hang": true}]}
+    ]});
     let fake = FakeCgc::new(&tools.fake_cgc, &sandbox, Some(&scenario))?;
     let mut env = fake.env();
     env.push(var("CGC_FRESHNESS_BATCH_MS", 20));
+    env.push(var("CGC_FRESHNESS_WATCH", "on"));
+    env.push(var("CGC_FRESHNESS_WATCHER_LIVENESS_MS", 60_000));
     let log = sandbox.root().join("serve.log");
     let mut service = Service::start(&tools.service_bin, &sandbox, &env, Log::File(log))?;
     let mut harness = Conn::harness(&service.socket, "s1")?;
-    harness.send(
-        &json!({"type": "tool_call", "session": "s1", "tool": "write", "paths": ["notes.txt"]}),
+    wait_for(
+        "the watcher",
+        Duration::from_secs(10),
+        Duration::from_millis(5),
+        || fake.pids().len() == 1,
     )?;
-    harness.send(&json!({"type": "tool_result", "session": "s1", "tool": "write", "ok": true}))?;
+    harness.send(&json!({"type": "sync"}))?;
     harness.recv_until(Duration::from_secs(10), |f| {
         f["type"] == "state" && f["syncing"] == true
     })?;

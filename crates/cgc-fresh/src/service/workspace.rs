@@ -59,11 +59,25 @@ pub struct WorkspaceActor {
     instances: HashMap<ConnId, String>,
     /// Fault injection for the panic-path tests (debug builds only).
     panic_on_status: bool,
+    /// The record changed since the last push; a flush is queued.
+    state_dirty: bool,
+    flush_scheduled: bool,
+    /// What the last `transition` log event said (per-edit pushes that
+    /// change only the counter are logged at debug level).
+    last_transition: Option<StateSummary>,
     /// Open client connections, and the idle-exit timer armed while none.
     clients: usize,
     idle_timer: Option<SpawnHandle>,
     lifecycle: Recipient<Shutdown>,
 }
+
+type StateSummary = (
+    cgc_fresh_proto::FreshnessStatus,
+    Option<u64>,
+    Option<u64>,
+    Option<String>,
+    bool,
+);
 
 pub fn now() -> Millis {
     Millis(
@@ -120,6 +134,9 @@ impl WorkspaceActor {
             instances: HashMap::new(),
             panic_on_status: cfg!(debug_assertions)
                 && std::env::var_os("CGC_FRESH_FAULT_PANIC_ON_STATUS").is_some(),
+            state_dirty: false,
+            flush_scheduled: false,
+            last_transition: None,
             clients: 0,
             idle_timer: None,
             lifecycle,
@@ -154,6 +171,7 @@ impl WorkspaceActor {
                 self.carry_out(effect, &mut queue);
             }
         }
+        self.schedule_state_flush(ctx);
         self.rearm_wake(ctx);
     }
 
@@ -204,22 +222,51 @@ impl WorkspaceActor {
                     follow_up.push(Input::NoticeDelivered { session, condition });
                 }
             }
-            Effect::RecordChanged => {
-                self.store.save(self.machine.record());
-                let state = self.state_frame();
-                tracing::info!(
-                    event = "transition",
-                    status = state.status.as_str(),
-                    stale_since = state.stale_since,
-                    last_synced_at = state.last_synced_at,
-                    edit_epoch = state.edit_epoch,
-                    syncing = state.syncing,
-                    last_error = state.last_error.as_deref(),
-                );
-                self.hub
-                    .broadcast(&Envelope::new(ServerFrame::State(state)));
-            }
+            Effect::RecordChanged => self.state_dirty = true,
         }
+    }
+
+    /// Persists and pushes the state once per turn of the event loop, not
+    /// once per input: a burst of edits (one `edit_epoch` step each) costs
+    /// one encoded frame per subscriber, and a `status` request always
+    /// reads the current state anyway.
+    fn schedule_state_flush(&mut self, ctx: &mut Context<Self>) {
+        if self.state_dirty && !self.flush_scheduled {
+            self.flush_scheduled = true;
+            ctx.spawn(actix::fut::ready(()).map(|_, act: &mut Self, _| act.flush_state()));
+        }
+    }
+
+    fn flush_state(&mut self) {
+        self.flush_scheduled = false;
+        if !std::mem::take(&mut self.state_dirty) {
+            return;
+        }
+        self.store.save(self.machine.record());
+        let state = self.state_frame();
+        let summary = (
+            state.status,
+            state.stale_since,
+            state.last_synced_at,
+            state.last_error.clone(),
+            state.syncing,
+        );
+        if self.last_transition.as_ref() != Some(&summary) {
+            tracing::info!(
+                event = "transition",
+                status = state.status.as_str(),
+                stale_since = state.stale_since,
+                last_synced_at = state.last_synced_at,
+                edit_epoch = state.edit_epoch,
+                syncing = state.syncing,
+                last_error = state.last_error.as_deref(),
+            );
+            self.last_transition = Some(summary);
+        } else {
+            tracing::debug!(event = "state_pushed", edit_epoch = state.edit_epoch);
+        }
+        self.hub
+            .broadcast(&Envelope::new(ServerFrame::State(state)));
     }
 
     /// Keeps exactly one one-shot timer armed for the machine's next
