@@ -90,6 +90,9 @@ enum Bench {
         /// Length of the idle period.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Idle with a verified managed watcher (`freshness.watch=on`).
+        #[arg(long)]
+        watcher: bool,
     },
     /// Spawn → socket accepting, over several starts (fake cgc).
     Startup {
@@ -148,7 +151,7 @@ fn run() -> Result<()> {
                 flood_frames,
             },
         ),
-        Bench::Idle { seconds } => benches::idle::run(&tools, seconds),
+        Bench::Idle { seconds, watcher } => benches::idle::run(&tools, seconds, watcher),
         Bench::Startup { starts } => benches::startup::run(&tools, starts),
         Bench::Shutdown { runs } => benches::shutdown::run(&tools, runs),
         Bench::Busy { probes, cli_runs } => {
@@ -165,7 +168,8 @@ fn run() -> Result<()> {
                     flood_frames: 1_000_000,
                 },
             )?;
-            benches::idle::run(&tools, idle_seconds)?;
+            benches::idle::run(&tools, idle_seconds, false)?;
+            benches::idle::run(&tools, idle_seconds, true)?;
             benches::startup::run(&tools, 20)?;
             benches::shutdown::run(&tools, 10)?;
             benches::dedup::run(&tools)

@@ -17,15 +17,32 @@ use crate::stats::{fmt_count, fmt_kib};
 
 const RSS_TARGET_KIB: u64 = 10 * 1024;
 
-pub fn run(tools: &Tools, seconds: u64) -> Result<()> {
-    report::section("idle: memory and wake-ups", &tools.command_line);
+pub fn run(tools: &Tools, seconds: u64, watcher: bool) -> Result<()> {
+    let title = if watcher {
+        "idle: memory and wake-ups with a verified watcher"
+    } else {
+        "idle: memory and wake-ups"
+    };
+    report::section(title, &tools.command_line);
     let sandbox = Sandbox::new(&tools.scratch)?;
     let fake = FakeCgc::new(&tools.fake_cgc, &sandbox, None)?;
+    let mut env = fake.env();
+    if watcher {
+        sandbox.mark_indexed()?;
+        env.push(super::var("CGC_FRESHNESS_WATCH", "on"));
+    }
     let log = sandbox.root().join("serve.log");
-    let mut service = Service::start(&tools.service_bin, &sandbox, &fake.env(), Log::File(log))?;
+    let mut service = Service::start(&tools.service_bin, &sandbox, &env, Log::File(log))?;
     let pid = service.pid();
     let rss_at_accept = procfs::status_kib(pid, "VmRSS")?;
-    let _harness = Conn::harness(&service.socket, "s1")?;
+    let mut harness = Conn::harness(&service.socket, "s1")?;
+    if watcher {
+        // Count only once the watcher is verified (the fake prints the
+        // ready line): the service then owns a live child and waits.
+        harness.recv_until(Duration::from_secs(20), |f| {
+            f["type"] == "state" && f["watcher"]["state"] == "verified"
+        })?;
+    }
     // Let the connection's own work finish before counting.
     thread::sleep(Duration::from_secs(1));
     let rss_before = procfs::status_kib(pid, "VmRSS")?;
@@ -73,8 +90,15 @@ pub fn run(tools: &Tools, seconds: u64) -> Result<()> {
         verdict(voluntary + nonvoluntary == 0),
     ]);
     report::print_table(&table);
+    if watcher {
+        report::note(
+            "With `freshness.watch=on`: the fake `cgc watch --sync-on-start .` printed its ready \
+             line, the service verified it (state `fresh`, watcher `verified`) and the watcher \
+             stays alive, silent, for the whole period.",
+        );
+    }
     report::note(
-        "Set-up: fake `cgc`, built-in defaults (watch off), one connection that sent `hello`, \
+        "Set-up: fake `cgc`, built-in defaults, one connection that sent `hello`, \
          `subscribe` and `session_start` and then nothing. Context switches are the sums of \
          `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` over /proc/<pid>/task/*/status, \
          read before and after the idle period.",

@@ -212,8 +212,8 @@ impl WatcherSupervisor {
                     let first_report = running.pid.is_none();
                     running.pid = Some(started.pid as u32);
                     let saw_ready = running.saw_ready;
-                    running.timer = Some(ctx.run_later(liveness, |act, _| {
-                        act.verify("survived the liveness budget")
+                    running.timer = Some(ctx.run_later(liveness, |act, ctx| {
+                        act.verify("survived the liveness budget", ctx)
                     }));
                     if first_report {
                         act.report(
@@ -224,7 +224,7 @@ impl WatcherSupervisor {
                         );
                     }
                     if saw_ready {
-                        act.verify("printed the ready line and is alive");
+                        act.verify("printed the ready line and is alive", ctx);
                     }
                 }
                 Ok(Err(error)) => {
@@ -249,7 +249,7 @@ impl WatcherSupervisor {
         }));
     }
 
-    fn verify(&mut self, why: &'static str) {
+    fn verify(&mut self, why: &'static str, ctx: &mut Context<Self>) {
         let Some(running) = self.running.as_mut() else {
             return;
         };
@@ -258,6 +258,11 @@ impl WatcherSupervisor {
         }
         let Some(pid) = running.pid else { return };
         running.verified = true;
+        // Verified: the liveness timer has nothing left to decide, and an
+        // idle service must not wake up for it.
+        if let Some(timer) = running.timer.take() {
+            ctx.cancel_future(timer);
+        }
         let session = running.session.clone();
         tracing::info!(event = "watcher_verified", session = %session, pid, why);
         self.report(&session, WatcherEvent::Verified { pid });
@@ -308,7 +313,7 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                     if let Some(running) = self.running.as_mut() {
                         running.saw_ready = true;
                     }
-                    self.verify("printed the ready line and is alive");
+                    self.verify("printed the ready line and is alive", ctx);
                 }
             }
             ChildEvent::Exited {
