@@ -285,7 +285,11 @@ mod tests {
         for n in 0..calls {
             edits.record_call(a, "edit", Millis(100 + n), 1_000, Some(n + 1));
         }
-        assert!(edits.unsettled.len() <= MAX_WAITING_CALLS, "{}", edits.unsettled.len());
+        assert!(
+            edits.unsettled.len() <= MAX_WAITING_CALLS,
+            "{}",
+            edits.unsettled.len()
+        );
         assert_eq!(edits.by_deadline.len(), edits.unsettled.len());
         assert_eq!(edits.by_observed.len(), edits.unsettled.len());
         // The first call's edit still counts as unsettled...
