@@ -242,7 +242,7 @@ pub async fn capture_output(
             }
             Ok(read) => splitter.push(&buffer[..read], &mut deliver),
             Err(error) => {
-                tracing::warn!(pid, %stream, %error, "reading child output failed; stream closed");
+                tracing::warn!(event = "child_output_failed", pid, %stream, %error, "reading child output failed; stream closed");
                 splitter.finish(&mut deliver);
                 *receiver = None;
             }
@@ -263,6 +263,7 @@ async fn read_open(receiver: &mut Option<pipe::Receiver>, buffer: &mut [u8]) -> 
 pub fn log_child_line(pid: i32, line: &OutputLine) {
     tracing::info!(
         target: "cgc_fresh::child_output",
+        event = "child_output",
         pid,
         stream = %line.stream,
         line = %line.text,

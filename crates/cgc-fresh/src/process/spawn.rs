@@ -178,7 +178,8 @@ pub fn spawn_child(spec: &SpawnSpec) -> Result<SpawnedChild, SpawnError> {
             });
         }
     };
-    tracing::info!(
+    tracing::debug!(
+        event = "child_spawned",
         pid,
         pgid = pid,
         kind = ?spec.kind,

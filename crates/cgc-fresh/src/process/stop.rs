@@ -112,6 +112,7 @@ pub async fn stop_child(
         }
     } else {
         tracing::error!(
+            event = "signal_refused",
             pgid = target.pgid,
             reason,
             "refusing to signal a process group that is not a child's own"
@@ -166,6 +167,7 @@ fn signal_group(pgid: i32, step: StopSignal, reason: &str) {
     let error = (!sent).then(std::io::Error::last_os_error);
     match step {
         StopSignal::Interrupt => tracing::info!(
+            event = "signal_sent",
             pgid,
             signal = step.name(),
             reason,
@@ -174,6 +176,7 @@ fn signal_group(pgid: i32, step: StopSignal, reason: &str) {
             "stopping child process group"
         ),
         StopSignal::Terminate | StopSignal::Kill => tracing::warn!(
+            event = "signal_sent",
             pgid,
             signal = step.name(),
             reason,
@@ -191,6 +194,7 @@ fn sweep_group(pgid: i32, reason: &str) {
     // SAFETY: plain system call on a checked pgid.
     if unsafe { libc::killpg(pgid, libc::SIGKILL) } == 0 {
         tracing::warn!(
+            event = "signal_sent",
             pgid,
             signal = "SIGKILL",
             reason,
@@ -216,6 +220,7 @@ fn kill_owner_stragglers(owner_token: &str, reason: &str) -> Vec<i32> {
         // ago; reuse within that window would need the pid space to wrap.
         if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
             tracing::warn!(
+                event = "signal_sent",
                 pid,
                 signal = "SIGKILL",
                 reason,
