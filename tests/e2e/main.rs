@@ -5,10 +5,12 @@ mod support;
 
 mod config;
 mod deploy;
+mod faults;
 mod protocol;
 mod real_cgc;
 mod serve;
 mod sessions;
+mod soak;
 mod supervision;
 mod sync;
 mod watcher;

@@ -484,3 +484,34 @@ impl Sandbox {
 pub fn args_of(record: &Value) -> Value {
     record["argv"].clone()
 }
+
+/// A process's resource use, from /proc: resident memory, open
+/// descriptors, threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vitals {
+    pub rss_kib: u64,
+    pub fds: usize,
+    pub threads: usize,
+}
+
+/// Reads `pid`'s [`Vitals`] (VmRSS and Threads from /proc/<pid>/status, the
+/// entries of /proc/<pid>/fd).
+pub fn vitals(pid: i32) -> Vitals {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in /proc/{pid}/status"))
+    };
+    let fds = fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("/proc fd")
+        .count();
+    Vitals {
+        rss_kib: field("VmRSS:"),
+        fds,
+        threads: field("Threads:") as usize,
+    }
+}

@@ -48,6 +48,22 @@ pub struct LoadedConfig {
 }
 
 impl LoadedConfig {
+    /// This configuration, kept in force after `refused` (a reload that
+    /// could not read a file this one had applied), with `refused`'s
+    /// skipped-layer warnings added so a person sees why.
+    pub fn kept_after(&self, refused: &LoadedConfig) -> LoadedConfig {
+        let mut kept = self.clone();
+        for warning in refused.warnings() {
+            if let ConfigWarning::LayerSkipped { layer, reason } = warning {
+                kept.layers.skip_layer(
+                    layer.clone(),
+                    format!("{reason}; reload refused, the values read before stand"),
+                );
+            }
+        }
+        kept
+    }
+
     /// Every problem met while loading, in layer order.
     pub fn warnings(&self) -> &[ConfigWarning] {
         self.layers.warnings()

@@ -123,6 +123,22 @@ impl EditTracker {
         });
     }
 
+    /// An edit no result will ever settle (its session had ended): it joins
+    /// the aggregate and settles `settle_ms` after `now`.
+    pub(crate) fn record_orphan(&mut self, now: Millis, settle_ms: u64) {
+        let edit = Overflow {
+            observed_at: now,
+            settles_by: now.plus(settle_ms),
+        };
+        self.overflow = Some(match self.overflow {
+            None => edit,
+            Some(old) => Overflow {
+                observed_at: old.observed_at.min(edit.observed_at),
+                settles_by: old.settles_by.max(edit.settles_by),
+            },
+        });
+    }
+
     /// The result of `session`'s oldest waiting call of `tool`. Returns
     /// whether it settled an edit.
     pub(crate) fn record_result(&mut self, session: SessionKey, tool: &str) -> bool {

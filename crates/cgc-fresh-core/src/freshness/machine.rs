@@ -276,7 +276,17 @@ impl Freshness {
                     return false;
                 }
                 let Some(key) = self.sessions.live_or_implicit(&session) else {
-                    return false;
+                    // The session ended, yet an edit in the workspace is
+                    // reported under its name (a harness still writing, or
+                    // two harnesses claiming one session): the file changed
+                    // all the same. It cannot revive the session, spend a
+                    // budget or raise a notice — but "fresh" must not stand.
+                    let Some(target) = self.edit_target(&paths) else {
+                        return false;
+                    };
+                    self.catch_up(now);
+                    self.observe_orphan_edit(target);
+                    return true;
                 };
                 self.catch_up(now);
                 match self.edit_target(&paths) {
@@ -436,6 +446,35 @@ impl Freshness {
         self.offer(key, NoticeCondition::PossiblyStale, text, out);
         if self.policy.auto_sync {
             self.queue_automatic(key, now.plus(self.policy.batch_ms));
+        }
+    }
+
+    /// An edit under the name of a session that already ended: counted,
+    /// unsettled until `settleMs` (no result can settle it), the record made
+    /// possibly stale — and nothing else: no session, no budget, no notice,
+    /// no automatic sync (there is no live session to pay for one; the next
+    /// live drift or a person's `sync` covers it).
+    fn observe_orphan_edit(&mut self, target: EditTarget) {
+        let now = self.now;
+        self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
+        self.edits.record_orphan(now, self.policy.settle_ms);
+        if self.watcher.is_verified() {
+            return;
+        }
+        match target {
+            EditTarget::Unknown => self.pending.mark_whole_workspace(),
+            EditTarget::Paths(paths) => {
+                for path in paths {
+                    self.pending.insert(path);
+                }
+            }
+        }
+        self.record.stale_since.get_or_insert(now);
+        match &mut self.flight {
+            FlightSlot::Running(flight) => flight.note_edit(now),
+            FlightSlot::Idle | FlightSlot::Draining(..) => {
+                self.record.status = FreshnessStatus::PossiblyStale;
+            }
         }
     }
 

@@ -208,6 +208,9 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
         )
 }
 
+/// The lifetime of edits reported under an ended session's name.
+const ORPHAN_LIFETIME: u64 = u64::MAX;
+
 #[derive(Debug, Clone)]
 struct ShadowEdit {
     lifetime: u64,
@@ -238,6 +241,9 @@ struct Expect {
     wake: bool,
     /// The watcher notice this step may raise.
     watcher_notice: Option<NoticeCondition>,
+    /// An edit under an ended session's name: it may change the record
+    /// (never to fresh) but nothing else may come out.
+    orphan_edit: bool,
 }
 
 struct World {
@@ -374,8 +380,17 @@ impl World {
             Op::Call { name, tool, paths } => {
                 let (name, tool) = (NAMES[name], TOOLS[tool]);
                 let (path_list, is_edit) = PATH_SETS[paths];
-                if tool == "read" || self.ended.contains_key(name) {
+                if tool == "read" || (self.ended.contains_key(name) && !is_edit) {
                     expect.silent = true;
+                } else if self.ended.contains_key(name) {
+                    // Counted, never settled by a result.
+                    self.edits.push(ShadowEdit {
+                        lifetime: ORPHAN_LIFETIME,
+                        tool,
+                        at: self.now,
+                        settled: false,
+                    });
+                    expect.orphan_edit = true;
                 } else {
                     let lifetime = match self.live.get(name) {
                         Some((_, lifetime)) => *lifetime,
@@ -706,6 +721,15 @@ impl World {
         if expect.silent {
             prop_assert!(effects.is_empty(), "expected no effects, got {:?}", effects);
             prop_assert_eq!(&record, &before);
+        }
+        if expect.orphan_edit {
+            prop_assert!(
+                effects
+                    .iter()
+                    .all(|effect| matches!(effect, Effect::RecordChanged)),
+                "an ended session's edit may only change the record, got {:?}",
+                effects
+            );
         }
 
         let cancels: Vec<FlightId> = effects

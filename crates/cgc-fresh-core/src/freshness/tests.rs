@@ -591,11 +591,8 @@ fn a_resumed_session_marks_drift() {
     let mut bench = Bench::new();
     bench.start_as("s1", "pi-1", SessionStartReason::Startup);
     bench.at(100).end("s1");
-    assert_eq!(
-        bench.at(200).edit("s1", "a.rs"),
-        [],
-        "the replaced session is dormant"
-    );
+    // (An edit reported under the ended name before the resume is covered by
+    // `an_edit_under_an_ended_sessions_name_still_keeps_fresh_honest`.)
 
     // `/resume` re-runs the extension with a fresh API instance.
     bench
@@ -841,8 +838,13 @@ fn inputs_naming_an_ended_session_change_nothing() {
     for input in [
         Input::ToolCall {
             session: "s1".into(),
-            tool: "edit".into(),
+            tool: "read".into(),
             paths: vec!["a.rs".into()],
+        },
+        Input::ToolCall {
+            session: "s1".into(),
+            tool: "edit".into(),
+            paths: vec!["/elsewhere/a.rs".into()],
         },
         Input::ToolResult {
             session: "s1".into(),
@@ -870,6 +872,27 @@ fn inputs_naming_an_ended_session_change_nothing() {
     assert_eq!(bench.machine.record(), &record);
     assert_eq!(bench.machine.live_sessions().count(), 0);
     assert_eq!(bench.machine.next_deadline(), None);
+}
+
+#[test]
+fn an_edit_under_an_ended_sessions_name_still_keeps_fresh_honest() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.start("s2");
+    bench.at(100).settled_edit("s2", "b.rs");
+    bench.sync_to_success();
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    bench.at(5_000).end("s1");
+    // Another harness still writes under the ended name: the file changed.
+    let effects = bench.at(5_100).edit("s1", "a.rs");
+    assert_eq!(
+        effects,
+        [Effect::RecordChanged],
+        "no notice, no sync, no budget"
+    );
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(5_100)));
+    assert_eq!(bench.machine.live_sessions().count(), 1, "s1 stays ended");
 }
 
 // ---- design edges --------------------------------------------------------

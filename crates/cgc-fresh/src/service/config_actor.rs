@@ -8,12 +8,16 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use super::messages::{ConfigChanged, ReloadConfig};
+use cgc_fresh_core::config::ConfigWarning;
+
 use crate::config_load::{self, LoadedConfig};
 
 pub struct ConfigActor {
     workspace: PathBuf,
     explicit_file: Option<PathBuf>,
     listeners: Vec<Recipient<ConfigChanged>>,
+    /// The configuration in force.
+    current: Arc<LoadedConfig>,
 }
 
 impl ConfigActor {
@@ -21,11 +25,13 @@ impl ConfigActor {
         workspace: PathBuf,
         explicit_file: Option<PathBuf>,
         listeners: Vec<Recipient<ConfigChanged>>,
+        current: Arc<LoadedConfig>,
     ) -> Self {
         ConfigActor {
             workspace,
             explicit_file,
             listeners,
+            current,
         }
     }
 
@@ -51,10 +57,32 @@ impl Actor for ConfigActor {
 impl Handler<ReloadConfig> for ConfigActor {
     type Result = ();
     fn handle(&mut self, _: ReloadConfig, _: &mut Self::Context) {
-        let loaded = Arc::new(ConfigActor::load(
-            &self.workspace,
-            self.explicit_file.as_deref(),
-        ));
+        let loaded = ConfigActor::load(&self.workspace, self.explicit_file.as_deref());
+        // A file that applied before and cannot be read now (mid-edit, or
+        // broken): its values must not silently fall back to the layers
+        // below. The reload is refused as a whole and the configuration in
+        // force stands; the next SIGHUP after the file is fixed applies.
+        let lost: Vec<String> = loaded
+            .warnings()
+            .iter()
+            .filter_map(|warning| match warning {
+                ConfigWarning::LayerSkipped { layer, .. } => layer.path(),
+                _ => None,
+            })
+            .filter(|path| self.current.files_read().iter().any(|read| read == path))
+            .map(|path| path.display().to_string())
+            .collect();
+        let loaded = if lost.is_empty() {
+            Arc::new(loaded)
+        } else {
+            tracing::warn!(
+                event = "config_reload_refused",
+                unreadable = ?lost,
+                action = "keeping the configuration in force",
+            );
+            Arc::new(self.current.kept_after(&loaded))
+        };
+        self.current = loaded.clone();
         for listener in &self.listeners {
             listener.do_send(ConfigChanged(loaded.clone()));
         }

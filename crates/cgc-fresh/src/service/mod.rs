@@ -8,6 +8,7 @@ mod hub;
 mod listener;
 mod messages;
 mod signals;
+mod socket_guard;
 mod store;
 mod sync_runner;
 mod watcher_supervisor;
@@ -172,6 +173,7 @@ async fn run(start: Start) -> anyhow::Result<()> {
         notifier: notifier.clone(),
     }
     .start();
+    let current_config = config.clone();
     let workspace = WorkspaceActor::new(
         &paths,
         config,
@@ -183,13 +185,19 @@ async fn run(start: Start) -> anyhow::Result<()> {
         paths.workspace.clone(),
         config_file,
         vec![workspace.clone().recipient()],
+        current_config,
     )
     .start();
     actix_rt::spawn(signals::signal_loop(
         lifecycle.clone().recipient(),
         config_actor.recipient(),
     ));
-    actix_rt::spawn(listener::accept_loop(listener, max_line_bytes, workspace));
+    let socket_owner = if socket_activated {
+        socket_guard::SocketOwner::Systemd
+    } else {
+        socket_guard::SocketOwner::Service(paths.socket.clone())
+    };
+    socket_guard::start(listener, socket_owner, max_line_bytes, workspace);
     tracing::info!(event = "serving", socket = %paths.socket.display(), pid = std::process::id(), socket_activated);
     match notifier.ready() {
         Ok(true) => tracing::info!(event = "notified", state = "READY=1"),
