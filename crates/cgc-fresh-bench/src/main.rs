@@ -278,7 +278,13 @@ mod tests {
             "/x",
         ])
         .unwrap();
-        assert!(matches!(cli.bench, Bench::Idle { seconds: 5, watcher: false }));
+        assert!(matches!(
+            cli.bench,
+            Bench::Idle {
+                seconds: 5,
+                watcher: false
+            }
+        ));
         assert_eq!(cli.paths.scratch.as_deref(), Some(Path::new("/x")));
     }
 }
