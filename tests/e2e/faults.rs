@@ -18,37 +18,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    fake_cgc_path, is_alive, processes_with_owner_prefix, vitals, wait_until, workspace_id, Conn,
-    FakeCgc, Sandbox, Service, BIN,
+    agent_edit, fake_cgc_path, fast_env, is_alive, open_session_as, processes_with_owner_prefix,
+    vitals, wait_until, workspace_id, Conn, FakeCgc, Sandbox, Service, BIN,
 };
-
-const FAST: [(&str, &str); 2] = [
-    ("CGC_FRESHNESS_BATCH_MS", "50"),
-    ("CGC_FRESHNESS_SETTLE_MS", "2000"),
-];
-
-fn env_with<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-    let mut env = FAST.to_vec();
-    env.extend_from_slice(extra);
-    env
-}
-
-/// hello (as `instance`) + subscribe + session_start.
-fn harness(service: &Service, instance: &str, session: &str) -> Conn {
-    let mut conn = service.connect();
-    conn.request(
-        json!({"type": "hello", "client": "e2e", "instance": instance, "protocol": 1}),
-        0,
-    );
-    conn.subscribe();
-    conn.send(json!({"type": "session_start", "session": session, "reason": "startup"}));
-    conn
-}
-
-fn edit(conn: &mut Conn, session: &str, path: &str) {
-    conn.send(json!({"type": "tool_call", "session": session, "tool": "edit", "paths": [path]}));
-    conn.send(json!({"type": "tool_result", "session": session, "tool": "edit", "ok": true}));
-}
 
 fn state_file_path(sandbox: &Sandbox) -> PathBuf {
     let canonical = fs::canonicalize(sandbox.workspace()).expect("canonical");
@@ -139,10 +111,10 @@ fn cgc_that_cannot_be_executed(make: impl FnOnce(&Path)) {
     let service = Service::start(
         &sandbox,
         &[],
-        &env_with(&[("CGC_EXECUTABLE", cgc_text.as_str())]),
+        &fast_env(&[("CGC_EXECUTABLE", cgc_text.as_str())]),
     );
-    let mut conn = harness(&service, "pi", "s1");
-    edit(&mut conn, "s1", "a.py");
+    let mut conn = open_session_as(&service, "pi", "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     let notice = conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
     assert!(
         notice["text"].as_str().unwrap().contains(&cgc_text),
@@ -153,8 +125,8 @@ fn cgc_that_cannot_be_executed(make: impl FnOnce(&Path)) {
     assert!(error.contains(&cgc_text), "{state}");
     assert_ne!(state["status"], "fresh", "{state}");
     // The failure is not retried forever: more edits, at most one retry.
-    edit(&mut conn, "s1", "b.py");
-    edit(&mut conn, "s1", "c.py");
+    agent_edit(&mut conn, "s1", "b.py");
+    agent_edit(&mut conn, "s1", "c.py");
     std::thread::sleep(Duration::from_millis(300));
     let failures = service
         .log_events("decision")
@@ -293,8 +265,8 @@ fn a_deleted_socket_is_bound_again_and_existing_connections_keep_working() {
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut existing = harness(&service, "pi", "s1");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut existing = open_session_as(&service, "pi", "s1");
     fs::remove_file(&service.socket).unwrap();
     // A new client reaches the same service at the same path (bounded).
     wait_until(
@@ -315,7 +287,7 @@ fn a_deleted_socket_is_bound_again_and_existing_connections_keep_working() {
     );
     assert_eq!(rebound[0]["cause"], "deleted", "{rebound:?}");
     // The connection from before the deletion still works, end to end.
-    edit(&mut existing, "s1", "a.py");
+    agent_edit(&mut existing, "s1", "a.py");
     existing.wait_status("fresh");
     assert_eq!(
         existing.request(json!({"type": "status"}), 5)["status"],
@@ -547,24 +519,24 @@ fn two_connections_claiming_one_session_keep_one_consistent_record() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100")]),
+        &fast_env(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100")]),
     );
     // Both claim "s" with different instances: the second replaces the first.
-    let mut a = harness(&service, "pi-a", "s");
-    let mut b = harness(&service, "pi-b", "s");
-    edit(&mut a, "s", "a.py");
-    edit(&mut b, "s", "b.py");
+    let mut a = open_session_as(&service, "pi-a", "s");
+    let mut b = open_session_as(&service, "pi-b", "s");
+    agent_edit(&mut a, "s", "a.py");
+    agent_edit(&mut b, "s", "b.py");
     b.wait_status("fresh");
     // A shuts "s" down while B, and a third connection, go on sending tool
     // calls for it, all at once.
     let writer = tool_call_burst(service.socket.clone(), "s");
     a.send(json!({"type": "session_shutdown", "session": "s", "reason": "quit"}));
     for n in 0..50 {
-        edit(&mut b, "s", &format!("g{n}.py"));
+        agent_edit(&mut b, "s", &format!("g{n}.py"));
     }
     b.send(json!({"type": "session_start", "session": "s", "reason": "resume"}));
     a.send(json!({"type": "session_start", "session": "s", "reason": "resume"}));
-    edit(&mut a, "s", "h.py");
+    agent_edit(&mut a, "s", "h.py");
     a.send(json!({"type": "session_shutdown", "session": "s"}));
     b.send(json!({"type": "session_shutdown", "session": "s"}));
     let burst_stream = writer.join().unwrap();
@@ -613,14 +585,14 @@ fn edits_under_a_session_id_another_connection_shut_down_are_not_lost() {
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut a = harness(&service, "pi-a", "s");
-    let mut b = harness(&service, "pi-b", "s");
-    edit(&mut b, "s", "b.py");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut a = open_session_as(&service, "pi-a", "s");
+    let mut b = open_session_as(&service, "pi-b", "s");
+    agent_edit(&mut b, "s", "b.py");
     b.wait_status("fresh");
     a.request(json!({"type": "session_shutdown", "session": "s"}), 3);
     // B's agent goes on editing: the graph no longer has these edits.
-    edit(&mut b, "s", "c.py");
+    agent_edit(&mut b, "s", "c.py");
     let state = b.request(json!({"type": "status"}), 4);
     assert_ne!(state["status"], "fresh", "a false fresh: {state}");
     stop_and_assert_nothing_left(&sandbox, service, Some(&fake));
@@ -636,7 +608,7 @@ fn paths_from_frames_are_never_executed_nor_passed_to_cgc() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100")]),
+        &fast_env(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100")]),
     );
     let root = sandbox.root.path();
     let victim = sandbox.workspace().join("x");
@@ -656,7 +628,7 @@ fn paths_from_frames_are_never_executed_nor_passed_to_cgc() {
         root.join("outside.py").display().to_string(),
         "src/with\nnewline.py".to_string(),
     ];
-    let mut conn = harness(
+    let mut conn = open_session_as(
         &service,
         "$(touch pwned-instance)",
         "$(touch pwned-session)",
@@ -703,8 +675,8 @@ fn edits_only_outside_the_workspace_are_ignored_and_spawn_nothing() {
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut conn = harness(&service, "pi", "s1");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session_as(&service, "pi", "s1");
     let outside = sandbox.root.path().join("outside.py").display().to_string();
     for path in [
         "../../etc/passwd",
@@ -713,7 +685,7 @@ fn edits_only_outside_the_workspace_are_ignored_and_spawn_nothing() {
         "/",
         outside.as_str(),
     ] {
-        edit(&mut conn, "s1", path);
+        agent_edit(&mut conn, "s1", path);
     }
     // Well past the batching window: a sync would have been spawned by now.
     std::thread::sleep(Duration::from_millis(500));
@@ -722,7 +694,7 @@ fn edits_only_outside_the_workspace_are_ignored_and_spawn_nothing() {
     assert_eq!(state["edit_epoch"], 0, "{state}");
     assert!(fake.invocations().is_empty(), "{:?}", fake.invocations());
     // A path inside (even spelled with ..) does count.
-    edit(&mut conn, "s1", "src/../a.py");
+    agent_edit(&mut conn, "s1", "src/../a.py");
     conn.wait_status("fresh");
     assert_eq!(fake.invocations().len(), 1);
     assert_state_file_agrees(&sandbox, &mut conn);
@@ -738,14 +710,14 @@ fn a_frame_cannot_make_the_service_run_anything_but_the_configured_command() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[
+        &fast_env(&[
             ("CGC_GLOBAL_ARGS", "--db kuzudb"),
             ("CGC_SYNC_STRATEGY", "update"),
             ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100"),
         ]),
     );
-    let mut conn = harness(&service, "pi", "s1");
-    edit(&mut conn, "s1", "a.py");
+    let mut conn = open_session_as(&service, "pi", "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_seen("the declined sync", |f| {
         f["condition"] == "sync_declined_unindexed"
     });
@@ -800,9 +772,9 @@ fn state_registry_lock_and_socket_are_created_user_only() {
     // The service runs with the test's umask (022: group and others could
     // read); it must restrict what it creates on its own.
     let fake = FakeCgc::new(&sandbox, json!({"watch": {"steps": [{"hang": true}]}}));
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut conn = harness(&service, "pi", "s1");
-    edit(&mut conn, "s1", "a.py");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session_as(&service, "pi", "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     // A running sync: the registry lists it.
     conn.wait_status("syncing");
     let runtime = service.socket.parent().unwrap().to_path_buf();

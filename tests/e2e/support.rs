@@ -515,3 +515,88 @@ pub fn vitals(pid: i32) -> Vitals {
         threads: field("Threads:") as usize,
     }
 }
+
+/// Timing knobs that keep the fake-`cgc` tests quick, plus `extra`.
+pub fn fast_env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = vec![
+        ("CGC_FRESHNESS_BATCH_MS", "50"),
+        ("CGC_FRESHNESS_SETTLE_MS", "2000"),
+        ("CGC_SUPERVISOR_STOP_GRACE_MS", "500"),
+    ];
+    env.extend_from_slice(extra);
+    env
+}
+
+/// A harness connection: hello + subscribe + `session_start`.
+pub fn open_session(service: &Service, session: &str) -> Conn {
+    open_session_as(service, "e2e-1", session)
+}
+
+/// [`open_session`] with the given extension `instance` in the hello.
+pub fn open_session_as(service: &Service, instance: &str, session: &str) -> Conn {
+    let mut conn = service.connect();
+    let welcome = conn.request(
+        serde_json::json!({"type": "hello", "client": "e2e", "instance": instance, "protocol": 1}),
+        0,
+    );
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    conn.subscribe();
+    conn.send(
+        serde_json::json!({"type": "session_start", "session": session, "reason": "startup"}),
+    );
+    conn
+}
+
+/// An agent's `edit` of `path` as the harness reports it: call, then result.
+pub fn agent_edit(conn: &mut Conn, session: &str, path: &str) {
+    conn.send(serde_json::json!({"type": "tool_call", "session": session, "tool": "edit", "paths": [path]}));
+    conn.send(
+        serde_json::json!({"type": "tool_result", "session": session, "tool": "edit", "ok": true}),
+    );
+}
+
+/// Another process holding a POSIX write lock on a database file, as Kùzu
+/// does for a CGC MCP server or watcher. Killed when dropped.
+pub struct ForeignLock {
+    child: Child,
+}
+
+impl ForeignLock {
+    /// Creates `path` (and its parents) and holds its lock once this returns.
+    pub fn hold(path: &Path) -> ForeignLock {
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let mut child = Command::new("/usr/bin/python3")
+            .args([
+                "-c",
+                "import fcntl,sys,time; f=open(sys.argv[1],'w'); fcntl.lockf(f, fcntl.LOCK_EX); \
+                 print('locked', flush=True); time.sleep(120)",
+            ])
+            .arg(path)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        assert_eq!(line.trim(), "locked");
+        ForeignLock { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Releases the lock (the holder exits).
+    pub fn release(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ForeignLock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

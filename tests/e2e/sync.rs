@@ -5,32 +5,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{args_of, is_alive, wait_until, Conn, FakeCgc, Sandbox, Service};
-
-const FAST: [(&str, &str); 2] = [
-    ("CGC_FRESHNESS_BATCH_MS", "50"),
-    ("CGC_FRESHNESS_SETTLE_MS", "2000"),
-];
-
-fn env_with<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-    let mut env = FAST.to_vec();
-    env.extend_from_slice(extra);
-    env
-}
-
-/// hello + subscribe + session_start; returns the connection.
-fn harness(service: &Service, session: &str) -> Conn {
-    let mut conn = service.connect();
-    conn.hello();
-    conn.subscribe();
-    conn.send(json!({"type": "session_start", "session": session, "reason": "startup"}));
-    conn
-}
-
-fn edit(conn: &mut Conn, session: &str, path: &str) {
-    conn.send(json!({"type": "tool_call", "session": session, "tool": "edit", "paths": [path]}));
-    conn.send(json!({"type": "tool_result", "session": session, "tool": "edit", "ok": true}));
-}
+use crate::support::{
+    agent_edit, args_of, fast_env, is_alive, open_session, wait_until, FakeCgc, ForeignLock,
+    Sandbox, Service,
+};
 
 fn notices(frames: &[Value], condition: &str) -> usize {
     frames
@@ -44,9 +22,9 @@ fn first_drift_triggers_a_background_sync_that_reconciles_and_reports_fresh() {
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "src/a.py");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "src/a.py");
     let (stale, before) = conn.wait_status("possibly_stale");
     assert!(stale["stale_since"].as_u64().is_some(), "{stale}");
     let (fresh, _) = conn.wait_status("fresh");
@@ -102,13 +80,13 @@ fn global_args_go_before_the_subcommand_and_strategies_are_honoured() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[
+        &fast_env(&[
             ("CGC_GLOBAL_ARGS", "--db kuzudb"),
             ("CGC_SYNC_STRATEGY", "update"),
         ]),
     );
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_status("fresh");
     let calls = fake.invocations();
     assert_eq!(
@@ -128,10 +106,10 @@ fn index_strategy_that_skips_an_indexed_repository_is_not_applied_never_fresh() 
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[("CGC_SYNC_STRATEGY", "index")]),
+        &fast_env(&[("CGC_SYNC_STRATEGY", "index")]),
     );
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     let notice = conn.wait_seen("sync_not_applied", |f| f["condition"] == "sync_not_applied");
     std::thread::sleep(Duration::from_millis(200));
     let state = conn.request(json!({"type": "status"}), 49);
@@ -160,29 +138,16 @@ fn sync_skipped_when_busy_names_the_holder_and_spawns_nothing() {
     sandbox.mark_indexed();
     // Another process holds the embedded database, as a CGC MCP server would.
     let db = sandbox.home().join(".codegraphcontext/global/db/kuzudb");
-    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-    let mut holder = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", "import fcntl,sys,time; f=open(sys.argv[1],'w'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)"])
-        .arg(&db)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "locked");
+    let holder = ForeignLock::hold(&db);
     let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     let (busy, _) = conn.wait_status("skipped_busy");
     let notice = conn.wait_seen("busy notice", |f| f["condition"] == "sync_skipped_busy");
     let text = notice["text"].as_str().unwrap();
     assert!(
-        text.contains(&format!("pid {}", holder.id())),
+        text.contains(&format!("pid {}", holder.pid())),
         "names the holder: {text}"
     );
     assert!(busy["status"] == "skipped_busy");
@@ -192,11 +157,10 @@ fn sync_skipped_when_busy_names_the_holder_and_spawns_nothing() {
         fake.invocations()
     );
     // A second edit in the same session: no second busy notice.
-    edit(&mut conn, "s1", "b.py");
+    agent_edit(&mut conn, "s1", "b.py");
     let again = conn.request(json!({"type": "status"}), 51);
     assert_ne!(again["status"], "fresh");
-    let _ = holder.kill();
-    let _ = holder.wait();
+    holder.release();
 }
 
 #[test]
@@ -207,18 +171,18 @@ fn budget_exhausted_spawns_nothing_and_says_so_once() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "1")]),
+        &fast_env(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "1")]),
     );
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_status("fresh");
-    edit(&mut conn, "s1", "b.py");
+    agent_edit(&mut conn, "s1", "b.py");
     let notice = conn.wait_seen("budget notice", |f| f["condition"] == "budget_exhausted");
     assert!(
         notice["text"].as_str().unwrap().contains("cgc-fresh sync"),
         "{notice}"
     );
-    edit(&mut conn, "s1", "c.py");
+    agent_edit(&mut conn, "s1", "c.py");
     std::thread::sleep(Duration::from_millis(300));
     let state = conn.request(json!({"type": "status"}), 52);
     assert_eq!(state["status"], "possibly_stale", "{state}");
@@ -238,7 +202,7 @@ fn a_thousand_sync_requests_during_a_flight_spawn_one_process() {
         &sandbox,
         json!({"watch": {"steps": [{"sleep_ms": 400}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}}),
     );
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
     let mut conn = service.connect();
     conn.hello();
     conn.subscribe();
@@ -260,12 +224,12 @@ fn an_edit_during_a_sync_leaves_it_stale_and_causes_exactly_one_follow_up() {
         &sandbox,
         json!({"watch": {"steps": [{"sleep_ms": 600}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}}),
     );
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_status("syncing");
-    edit(&mut conn, "s1", "b.py");
-    edit(&mut conn, "s1", "c.py");
+    agent_edit(&mut conn, "s1", "b.py");
+    agent_edit(&mut conn, "s1", "c.py");
     let (fresh, seen) = conn.wait_status("fresh");
     // The first completion could not claim fresh: the edits came after its start.
     let statuses: Vec<&str> = seen
@@ -296,10 +260,10 @@ fn missing_executable_is_recorded_noticed_once_and_the_service_keeps_serving() {
     let service = Service::start(
         &sandbox,
         &[],
-        &env_with(&[("CGC_EXECUTABLE", "/nonexistent/cgc")]),
+        &fast_env(&[("CGC_EXECUTABLE", "/nonexistent/cgc")]),
     );
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     let notice = conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
     assert!(
         notice["text"]
@@ -326,12 +290,12 @@ fn a_crashing_sync_is_a_recorded_failure_with_its_output_and_is_retried_at_most_
         &sandbox,
         json!({"watch": {"steps": [{"stdout": "Traceback: boom"}], "exit": 1}}),
     );
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
     for file in ["b.py", "c.py", "d.py"] {
-        edit(&mut conn, "s1", file);
+        agent_edit(&mut conn, "s1", file);
         std::thread::sleep(Duration::from_millis(200));
     }
     std::thread::sleep(Duration::from_millis(500));
@@ -358,13 +322,13 @@ fn a_hung_sync_is_stopped_at_the_time_budget_and_its_group_is_gone() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[
+        &fast_env(&[
             ("CGC_MAINTENANCE_TIMEOUT_MS", "500"),
             ("CGC_SUPERVISOR_STOP_GRACE_MS", "200"),
         ]),
     );
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
     let state = conn.request(json!({"type": "status"}), 62);
     assert!(
@@ -386,9 +350,9 @@ fn a_hung_sync_is_stopped_at_the_time_budget_and_its_group_is_gone() {
 fn unindexed_workspace_is_declined_without_autocreate_and_synced_with_it() {
     let sandbox = Sandbox::new();
     let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &FAST);
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     let notice = conn.wait_seen("declined notice", |f| {
         f["condition"] == "sync_declined_unindexed"
     });
@@ -406,10 +370,10 @@ fn unindexed_workspace_is_declined_without_autocreate_and_synced_with_it() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[("CGC_LIFECYCLE_AUTO_CREATE", "true")]),
+        &fast_env(&[("CGC_LIFECYCLE_AUTO_CREATE", "true")]),
     );
-    let mut conn = harness(&service, "s2");
-    edit(&mut conn, "s2", "a.py");
+    let mut conn = open_session(&service, "s2");
+    agent_edit(&mut conn, "s2", "a.py");
     conn.wait_status("fresh");
 }
 
@@ -430,10 +394,10 @@ fn a_spawned_cgc_that_hits_the_lock_is_busy_not_a_failure() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env_with(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "1")]),
+        &fast_env(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "1")]),
     );
-    let mut conn = harness(&service, "s1");
-    edit(&mut conn, "s1", "a.py");
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_status("skipped_busy");
     assert_eq!(
         conn.count_seen(|f| f["condition"] == "sync_failed"),
@@ -441,7 +405,7 @@ fn a_spawned_cgc_that_hits_the_lock_is_busy_not_a_failure() {
         "busy is not a failure"
     );
     // The slot was refunded: the next drift may still sync once.
-    edit(&mut conn, "s1", "b.py");
+    agent_edit(&mut conn, "s1", "b.py");
     conn.wait_status("fresh");
     assert_eq!(fake.invocations().len(), 2);
 }

@@ -5,30 +5,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{args_of, is_alive, wait_until, Conn, FakeCgc, Sandbox, Service};
-
-fn env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-    let mut env = vec![
-        ("CGC_FRESHNESS_BATCH_MS", "30"),
-        ("CGC_FRESHNESS_SETTLE_MS", "2000"),
-        ("CGC_SUPERVISOR_STOP_GRACE_MS", "500"),
-    ];
-    env.extend_from_slice(extra);
-    env
-}
-
-fn session(service: &Service, id: &str) -> Conn {
-    let mut conn = service.connect();
-    conn.hello();
-    conn.subscribe();
-    conn.send(json!({"type": "session_start", "session": id, "reason": "startup"}));
-    conn
-}
-
-fn edit(conn: &mut Conn, session: &str, path: &str) {
-    conn.send(json!({"type": "tool_call", "session": session, "tool": "edit", "paths": [path]}));
-    conn.send(json!({"type": "tool_result", "session": session, "tool": "edit", "ok": true}));
-}
+use crate::support::{
+    agent_edit, args_of, fast_env, is_alive, open_session, wait_until, FakeCgc, ForeignLock,
+    Sandbox, Service,
+};
 
 fn watch_invocations(fake: &FakeCgc) -> Vec<Value> {
     fake.invocations()
@@ -49,12 +29,12 @@ fn on_mode_spawns_the_watcher_verifies_it_and_it_owns_freshness() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env(&[
+        &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "on"),
             ("CGC_GLOBAL_ARGS", "--db kuzudb"),
         ]),
     );
-    let mut conn = session(&service, "s1");
+    let mut conn = open_session(&service, "s1");
     let (fresh, _) = conn.wait_status("fresh");
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     let started = conn.wait_seen("watcher_started", |f| f["condition"] == "watcher_started");
@@ -66,8 +46,8 @@ fn on_mode_spawns_the_watcher_verifies_it_and_it_owns_freshness() {
         json!(["--db", "kuzudb", "watch", "--sync-on-start", "."])
     );
     // Edits while the verified watcher runs open no stale episode and start no sync.
-    edit(&mut conn, "s1", "a.py");
-    edit(&mut conn, "s1", "b.py");
+    agent_edit(&mut conn, "s1", "a.py");
+    agent_edit(&mut conn, "s1", "b.py");
     std::thread::sleep(Duration::from_millis(300));
     let state = conn.request(json!({"type": "status"}), 5);
     assert_eq!(state["status"], "fresh", "{state}");
@@ -100,28 +80,17 @@ fn on_mode_with_the_database_locked_skips_as_busy_and_lazy_mode_runs() {
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let db = sandbox.workspace().join(".codegraphcontext/db/kuzudb");
-    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-    let mut holder = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", "import fcntl,sys,time; f=open(sys.argv[1],'w'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)"])
-        .arg(&db)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    let holder = ForeignLock::hold(&db);
     let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "on")]));
-    let mut conn = session(&service, "s1");
+    let service =
+        Service::start_with_fake(&sandbox, &fake, &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut conn = open_session(&service, "s1");
     let notice = conn.wait_seen("watcher busy", |f| f["condition"] == "watcher_skipped_busy");
     assert!(
         notice["text"]
             .as_str()
             .unwrap()
-            .contains(&format!("pid {}", holder.id())),
+            .contains(&format!("pid {}", holder.pid())),
         "{notice}"
     );
     let state = conn.request(json!({"type": "status"}), 3);
@@ -132,10 +101,9 @@ fn on_mode_with_the_database_locked_skips_as_busy_and_lazy_mode_runs() {
         0,
         "no fresh claim for the failed watcher"
     );
-    let _ = holder.kill();
-    let _ = holder.wait();
+    holder.release();
     // Lazy mode: the next edit syncs.
-    edit(&mut conn, "s1", "a.py");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_status("fresh");
     assert_eq!(watch_invocations(&fake).len(), 1);
 }
@@ -148,12 +116,12 @@ fn auto_mode_with_an_embedded_backend_declines_and_runs_no_watcher() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env(&[
+        &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "auto"),
             ("DEFAULT_DATABASE", "kuzudb"),
         ]),
     );
-    let mut conn = session(&service, "s1");
+    let mut conn = open_session(&service, "s1");
     let notice = conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
     assert!(
         notice["text"].as_str().unwrap().contains("kuzudb"),
@@ -168,7 +136,7 @@ fn auto_mode_with_an_embedded_backend_declines_and_runs_no_watcher() {
     let state = conn.request(json!({"type": "status"}), 2);
     assert_eq!(state["backend"]["kind"], "kuzudb", "{state}");
     // Lazy mode runs.
-    edit(&mut conn, "s1", "a.py");
+    agent_edit(&mut conn, "s1", "a.py");
     conn.wait_status("fresh");
 }
 
@@ -180,12 +148,12 @@ fn auto_mode_with_a_server_backend_spawns_and_verifies() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env(&[
+        &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "auto"),
             ("DEFAULT_DATABASE", "falkordb-remote"),
         ]),
     );
-    let mut conn = session(&service, "s1");
+    let mut conn = open_session(&service, "s1");
     let (fresh, _) = conn.wait_status("fresh");
     assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
     assert_eq!(watch_invocations(&fake).len(), 1);
@@ -198,12 +166,12 @@ fn auto_mode_on_an_unindexed_workspace_spawns_nothing_and_says_why() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env(&[
+        &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "auto"),
             ("DEFAULT_DATABASE", "neo4j"),
         ]),
     );
-    let mut conn = session(&service, "s1");
+    let mut conn = open_session(&service, "s1");
     let notice = conn.wait_seen("declined", |f| {
         f["condition"] == "watcher_declined_unindexed"
     });
@@ -231,9 +199,9 @@ fn a_hung_doctor_is_killed_at_the_bound_and_the_answer_is_embedded() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env(&[("CGC_FRESHNESS_WATCH", "auto"), ("CGC_TIMEOUT_MS", "400")]),
+        &fast_env(&[("CGC_FRESHNESS_WATCH", "auto"), ("CGC_TIMEOUT_MS", "400")]),
     );
-    let mut conn = session(&service, "s1");
+    let mut conn = open_session(&service, "s1");
     let notice = conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
     assert!(
         notice["text"].as_str().unwrap().contains("unknown")
@@ -265,9 +233,12 @@ fn doctor_output_decides_the_backend_and_garbage_fails_open() {
         let sandbox = Sandbox::new();
         sandbox.mark_indexed();
         let fake = FakeCgc::new(&sandbox, json!({"doctor": doctor}));
-        let service =
-            Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "auto")]));
-        let mut conn = session(&service, "s1");
+        let service = Service::start_with_fake(
+            &sandbox,
+            &fake,
+            &fast_env(&[("CGC_FRESHNESS_WATCH", "auto")]),
+        );
+        let mut conn = open_session(&service, "s1");
         if expect_spawn {
             conn.wait_status("fresh");
             assert_eq!(
@@ -297,9 +268,12 @@ fn the_dotenv_file_is_the_last_source() {
         &sandbox,
         json!({"doctor": {"steps": [{"stderr": "boom"}], "exit": 1}}),
     );
-    let service =
-        Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "auto")]));
-    let mut conn = session(&service, "s1");
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &fast_env(&[("CGC_FRESHNESS_WATCH", "auto")]),
+    );
+    let mut conn = open_session(&service, "s1");
     let (fresh, _) = conn.wait_status("fresh");
     assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
 }
@@ -317,8 +291,8 @@ fn a_watcher_that_dies_before_verification_is_not_verified_and_lazy_mode_resumes
             json!({"watch": [{"steps": [die, {"stdout": "Database Configuration Error: Database set to 'neo4j' but it is not configured."}, {"hang": true}]}, "builtin"]}),
         );
         let service =
-            Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "on")]));
-        let mut conn = session(&service, "s1");
+            Service::start_with_fake(&sandbox, &fake, &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+        let mut conn = open_session(&service, "s1");
         let (state, _) = conn.wait_status("not_verified");
         assert!(
             state["last_error"].as_str().unwrap().contains("code 1"),
@@ -330,7 +304,7 @@ fn a_watcher_that_dies_before_verification_is_not_verified_and_lazy_mode_resumes
             0,
             "never fresh for it"
         );
-        edit(&mut conn, "s1", "a.py");
+        agent_edit(&mut conn, "s1", "a.py");
         conn.wait_status("fresh");
         assert_eq!(
             watch_invocations(&fake).len(),
@@ -349,8 +323,9 @@ fn a_watcher_that_dies_after_verification_drops_to_possibly_stale_at_once() {
         &sandbox,
         json!({"watch": [{"steps": [{"die_after_ms": 600, "exit": 1}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}, "builtin"]}),
     );
-    let service = Service::start_with_fake(&sandbox, &fake, &env(&[("CGC_FRESHNESS_WATCH", "on")]));
-    let mut conn = session(&service, "s1");
+    let service =
+        Service::start_with_fake(&sandbox, &fake, &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut conn = open_session(&service, "s1");
     conn.wait_status("fresh");
     let (stale, _) = conn.wait_status("possibly_stale");
     assert!(stale["last_error"].as_str().is_some(), "{stale}");
@@ -366,12 +341,12 @@ fn a_session_that_ends_during_verification_records_no_fresh() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env(&[
+        &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "on"),
             ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "1500"),
         ]),
     );
-    let mut conn = session(&service, "s1");
+    let mut conn = open_session(&service, "s1");
     wait_until("the watcher", Duration::from_secs(5), || {
         !fake.invocations().is_empty()
     });
@@ -394,12 +369,12 @@ fn the_liveness_budget_verifies_a_watcher_that_never_prints_ready() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env(&[
+        &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "on"),
             ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "400"),
         ]),
     );
-    let mut conn = session(&service, "s1");
+    let mut conn = open_session(&service, "s1");
     let (fresh, before) = conn.wait_status("fresh");
     assert_eq!(fresh["watcher"]["state"], "verified");
     assert!(before.iter().all(|f| f["status"] != "fresh"));
@@ -413,13 +388,13 @@ fn a_db_root_option_in_global_args_outranks_the_environment() {
     let service = Service::start_with_fake(
         &sandbox,
         &fake,
-        &env(&[
+        &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "auto"),
             ("DEFAULT_DATABASE", "neo4j"),
             ("CGC_GLOBAL_ARGS", "--db kuzudb"),
         ]),
     );
-    let mut conn = session(&service, "s1");
+    let mut conn = open_session(&service, "s1");
     let notice = conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
     assert!(
         notice["text"].as_str().unwrap().contains("kuzudb"),

@@ -108,6 +108,15 @@ pub fn default_runtime_dir(env: &dyn Env) -> PathBuf {
     }
 }
 
+/// The user's home directory (where CGC keeps `~/.codegraphcontext`), `/`
+/// when `HOME` is unset.
+pub fn home_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
 /// `$XDG_STATE_HOME/cgc-fresh`, else `~/.local/state/cgc-fresh`.
 pub fn state_root(env: &dyn Env) -> PathBuf {
     if let Some(dir) = env.var("XDG_STATE_HOME") {

@@ -424,23 +424,8 @@ impl Freshness {
             // path has the whole picture if the watcher goes away.
             return;
         }
-        match target {
-            EditTarget::Unknown => self.pending.mark_whole_workspace(),
-            EditTarget::Paths(paths) => {
-                for path in paths {
-                    self.pending.insert(path);
-                }
-            }
-        }
+        self.mark_drift(target);
         self.last_editor = Some(key);
-        self.record.stale_since.get_or_insert(now);
-        match &mut self.flight {
-            // The running sync may miss this edit; its completion decides.
-            FlightSlot::Running(flight) => flight.note_edit(now),
-            FlightSlot::Idle | FlightSlot::Draining(..) => {
-                self.record.status = FreshnessStatus::PossiblyStale;
-            }
-        }
         let text =
             notice_text::possibly_stale(&self.policy.workspace_root, tool, self.policy.auto_sync);
         self.offer(key, NoticeCondition::PossiblyStale, text, out);
@@ -461,6 +446,15 @@ impl Freshness {
         if self.watcher.is_verified() {
             return;
         }
+        self.mark_drift(target);
+    }
+
+    /// What every observed edit does to the record: its paths join the
+    /// pending batch, the episode's `stale_since` is set if open, and the
+    /// status drops to possibly stale — unless a sync is running, whose
+    /// completion then decides (it may miss this edit).
+    fn mark_drift(&mut self, target: EditTarget) {
+        let now = self.now;
         match target {
             EditTarget::Unknown => self.pending.mark_whole_workspace(),
             EditTarget::Paths(paths) => {

@@ -59,9 +59,7 @@ pub struct BackendDetector {
 
 impl BackendDetector {
     pub fn new(settings: Settings, supervisor: Addr<RootSupervisor>) -> Self {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
+        let home = crate::paths::home_dir();
         BackendDetector {
             home,
             settings,

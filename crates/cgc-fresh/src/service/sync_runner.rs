@@ -110,9 +110,7 @@ impl SyncRunner {
         supervisor: Addr<RootSupervisor>,
         report_to: Recipient<SyncReport>,
     ) -> Self {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
+        let home = crate::paths::home_dir();
         SyncRunner {
             workspace,
             home,

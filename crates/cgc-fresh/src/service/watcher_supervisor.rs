@@ -109,9 +109,7 @@ impl WatcherSupervisor {
         detector: Addr<BackendDetector>,
         report_to: Recipient<WatcherReport>,
     ) -> Self {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
+        let home = crate::paths::home_dir();
         WatcherSupervisor {
             workspace,
             home,
