@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: lints, every crate's tests, the
 # end-to-end tests that run the real binary (against the fake `cgc` and the
-# real, pinned `cgc`), and the Pi bridge's tests. Installs what the tests
+# real, pinned `cgc`), the Pi bridge's tests and a short fuzzing run.
+# Installs what the tests
 # need on the way; the installs are cached between runs outside the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,3 +35,6 @@ echo "== Pi bridge tests"
     npm ci --no-audit --no-fund
     CGC_FRESH_BIN="$repo/target/debug/cgc-fresh" npm test
 )
+
+echo "== fuzzing smoke run (coverage-guided, ${CGC_FRESH_FUZZ_SECONDS:-60} s per target; see docs/FUZZING.md)"
+scripts/fuzz-smoke.sh "${CGC_FRESH_FUZZ_SECONDS:-60}"

@@ -103,7 +103,10 @@ impl Freshness {
     /// `now` than already seen is read as the latest time seen.
     ///
     /// An input naming an ended session, a stale flight, or a tool that does
-    /// not modify files changes nothing and returns no effects;
+    /// not modify files changes nothing and returns no effects — with one
+    /// exception: an edit in the workspace reported under an ended session's
+    /// name still counts (the file changed) and may return
+    /// [`Effect::RecordChanged`], never anything else.
     /// `SyncSpawned` and `NoticeDelivered` only update bookkeeping and never
     /// return effects either. Otherwise
     /// everything due by `now` is done too (so a `Wake` is only needed when
