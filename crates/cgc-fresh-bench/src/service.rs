@@ -111,7 +111,7 @@ pub enum Log {
 pub struct Service {
     child: Child,
     pub socket: PathBuf,
-    spawned_at: Instant,
+    pub spawned_at: Instant,
     log: Option<PathBuf>,
     exited: bool,
 }

@@ -1,5 +1,6 @@
 //! `startup`: from spawning `cgc-fresh serve` to its socket accepting a
-//! connection, and to the first reply (`hello` → `welcome`).
+//! connection, to the first reply (`hello` → `welcome`), and to `READY=1`
+//! on a `NOTIFY_SOCKET` (what systemd waits for with `Type=notify`).
 
 use std::time::{Duration, Instant};
 
@@ -17,16 +18,36 @@ const TARGET: Duration = Duration::from_millis(20);
 const POLL: Duration = Duration::from_micros(100);
 
 pub fn run(tools: &Tools, starts: usize) -> Result<()> {
-    report::section("startup: spawn → socket accepting", &tools.command_line);
+    report::section("startup: spawn → socket accepting → READY=1", &tools.command_line);
     let mut accepting = Vec::with_capacity(starts);
     let mut welcomed = Vec::with_capacity(starts);
+    let mut ready = Vec::with_capacity(starts);
     for _ in 0..starts {
         let sandbox = Sandbox::new(&tools.scratch)?;
         let fake = FakeCgc::new(&tools.fake_cgc, &sandbox, None)?;
         let log = sandbox.root().join("serve.log");
-        let mut service =
-            Service::spawn(&tools.service_bin, &sandbox, &fake.env(), Log::File(log))?;
+        // A notification socket, read by a thread that notes when READY=1
+        // arrives (the time it is read would include our own polling).
+        let notify_path = sandbox.root().join("notify.sock");
+        let notify = std::os::unix::net::UnixDatagram::bind(&notify_path)?;
+        notify.set_read_timeout(Some(Duration::from_secs(20)))?;
+        let ready_at = std::thread::spawn(move || -> Option<Instant> {
+            let mut buffer = [0u8; 512];
+            loop {
+                let n = notify.recv(&mut buffer).ok()?;
+                if String::from_utf8_lossy(&buffer[..n]).lines().any(|l| l == "READY=1") {
+                    return Some(Instant::now());
+                }
+            }
+        });
+        let mut env = fake.env();
+        env.push(("NOTIFY_SOCKET".to_string(), notify_path.display().to_string()));
+        let mut service = Service::spawn(&tools.service_bin, &sandbox, &env, Log::File(log))?;
         let accepted_after = service.wait_accepting(Duration::from_secs(20), POLL)?;
+        match ready_at.join().ok().flatten() {
+            Some(at) => ready.push(at.duration_since(service.spawned_at)),
+            None => anyhow::bail!("no READY=1 within 20 s"),
+        }
         let hello_started = Instant::now();
         let mut conn = Conn::connect(&service.socket)?;
         conn.hello("bench-startup")?;
@@ -50,6 +71,15 @@ pub fn run(tools: &Tools, starts: usize) -> Result<()> {
     if let Some(s) = Summary::of(&welcomed) {
         table.row(vec![
             "spawn → `welcome` received".into(),
+            s.count.to_string(),
+            fmt_duration(s.min),
+            fmt_duration(s.p50),
+            fmt_duration(s.max),
+        ]);
+    }
+    if let Some(s) = Summary::of(&ready) {
+        table.row(vec![
+            "spawn → `READY=1` on NOTIFY_SOCKET".into(),
             s.count.to_string(),
             fmt_duration(s.min),
             fmt_duration(s.p50),
