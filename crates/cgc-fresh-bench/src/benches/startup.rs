@@ -18,7 +18,10 @@ const TARGET: Duration = Duration::from_millis(20);
 const POLL: Duration = Duration::from_micros(100);
 
 pub fn run(tools: &Tools, starts: usize) -> Result<()> {
-    report::section("startup: spawn → socket accepting → READY=1", &tools.command_line);
+    report::section(
+        "startup: spawn → socket accepting → READY=1",
+        &tools.command_line,
+    );
     let mut accepting = Vec::with_capacity(starts);
     let mut welcomed = Vec::with_capacity(starts);
     let mut ready = Vec::with_capacity(starts);
@@ -35,13 +38,19 @@ pub fn run(tools: &Tools, starts: usize) -> Result<()> {
             let mut buffer = [0u8; 512];
             loop {
                 let n = notify.recv(&mut buffer).ok()?;
-                if String::from_utf8_lossy(&buffer[..n]).lines().any(|l| l == "READY=1") {
+                if String::from_utf8_lossy(&buffer[..n])
+                    .lines()
+                    .any(|l| l == "READY=1")
+                {
                     return Some(Instant::now());
                 }
             }
         });
         let mut env = fake.env();
-        env.push(("NOTIFY_SOCKET".to_string(), notify_path.display().to_string()));
+        env.push((
+            "NOTIFY_SOCKET".to_string(),
+            notify_path.display().to_string(),
+        ));
         let mut service = Service::spawn(&tools.service_bin, &sandbox, &env, Log::File(log))?;
         let accepted_after = service.wait_accepting(Duration::from_secs(20), POLL)?;
         match ready_at.join().ok().flatten() {
