@@ -247,7 +247,10 @@ fn status_without_a_service_shows_the_recorded_state_and_says_it_is_not_observed
     let sandbox = Sandbox::new();
     let mut service = Service::start(&sandbox, &[], &[]);
     // Once the workspace actor has answered, it has written the record.
-    assert_eq!(service.connect().request(json!({"type": "status"}), 1)["type"], "state");
+    assert_eq!(
+        service.connect().request(json!({"type": "status"}), 1)["type"],
+        "state"
+    );
     service.signal(libc::SIGTERM);
     service.wait_exit(Duration::from_secs(10));
     let out = sandbox.command().args(["status"]).output().unwrap();
