@@ -117,6 +117,27 @@ impl Project {
         Service::start(&self.sandbox, &[], &env)
     }
 
+    /// Another process's `cgc watch .` on this project (holding Kùzu's
+    /// lock), returned once it printed its ready line.
+    fn start_watcher(&self) -> std::process::Child {
+        let mut watcher = self
+            .cgc_cmd(&["watch", "."])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut reader = std::io::BufReader::new(watcher.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("Monitoring for file changes") {
+            line.clear();
+            let read = std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+            assert!(read > 0, "watch ended early");
+        }
+        // Keep reading: a closed pipe would kill the watcher on its next line.
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+        watcher
+    }
+
     fn path(&self, rel: &str) -> PathBuf {
         self.sandbox.workspace().join(rel)
     }
@@ -153,10 +174,7 @@ fn a_renamed_function_reaches_the_graph_before_fresh_is_reported() {
     let mut conn = harness(&service);
     let alpha = project.path("pkg/alpha.py");
     agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        let text = fs::read_to_string(&alpha)
-            .unwrap()
-            .replace("old_name", "new_name");
-        fs::write(&alpha, text).unwrap();
+        rename_in(&alpha, "old_name", "new_name")
     });
     conn.wait_status("possibly_stale");
     let (fresh, _) = conn.wait_status("fresh");
@@ -202,25 +220,7 @@ fn a_deleted_file_and_an_added_file_reach_the_graph_before_fresh() {
 fn a_real_watcher_holding_the_database_makes_the_sync_skip_as_busy_naming_it() {
     let Some(cgc) = real_cgc() else { return };
     let project = Project::new(cgc);
-    let mut watcher = project
-        .cgc_cmd(&["watch", "."])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = watcher.stdout.take().unwrap();
-    let mut reader = std::io::BufReader::new(stdout);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut reader, &mut line).unwrap() > 0,
-            "watch ended early"
-        );
-        if line.contains("Monitoring for file changes") {
-            break;
-        }
-    }
+    let mut watcher = project.start_watcher();
     let service = project.service(&[]);
     let mut conn = harness(&service);
     agent_edit(&mut conn, "edit", "pkg/alpha.py", || {});
@@ -247,10 +247,7 @@ fn the_index_strategy_is_reported_not_applied_never_fresh() {
     let mut conn = harness(&service);
     let alpha = project.path("pkg/alpha.py");
     agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        let text = fs::read_to_string(&alpha)
-            .unwrap()
-            .replace("old_name", "new_name");
-        fs::write(&alpha, text).unwrap();
+        rename_in(&alpha, "old_name", "new_name")
     });
     conn.wait_seen("not applied", |f| f["condition"] == "sync_not_applied");
     let state = conn.request(json!({"type": "status"}), 9);
@@ -269,17 +266,11 @@ fn an_edit_during_a_real_sync_stays_stale_and_causes_exactly_one_follow_up() {
     let mut conn = harness(&service);
     let alpha = project.path("pkg/alpha.py");
     agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        let text = fs::read_to_string(&alpha)
-            .unwrap()
-            .replace("old_name", "mid_name");
-        fs::write(&alpha, text).unwrap();
+        rename_in(&alpha, "old_name", "mid_name")
     });
     conn.wait_status("syncing");
     agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        let text = fs::read_to_string(&alpha)
-            .unwrap()
-            .replace("mid_name", "final_name");
-        fs::write(&alpha, text).unwrap();
+        rename_in(&alpha, "mid_name", "final_name")
     });
     conn.wait_status("fresh");
     // The first completion recorded its time but claimed nothing: the
@@ -403,21 +394,7 @@ fn auto_mode_with_neo4j_and_no_server_reaches_the_honest_not_verified_state() {
 fn on_mode_while_another_real_watcher_holds_the_database_is_busy_naming_it() {
     let Some(cgc) = real_cgc() else { return };
     let project = Project::new(cgc);
-    let mut watcher = project
-        .cgc_cmd(&["watch", "."])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut reader = std::io::BufReader::new(watcher.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("Monitoring for file changes") {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut reader, &mut line).unwrap() > 0,
-            "watch ended early"
-        );
-    }
+    let mut watcher = project.start_watcher();
     let service = project.service(&[("CGC_FRESHNESS_WATCH", "on")]);
     let mut conn = harness(&service);
     let notice = conn.wait_seen("busy", |f| f["condition"] == "watcher_skipped_busy");
