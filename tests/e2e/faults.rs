@@ -18,8 +18,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    agent_edit, fake_cgc_path, fast_env, is_alive, open_session_as, processes_with_owner_prefix,
-    vitals, wait_until, workspace_id, Conn, FakeCgc, Sandbox, Service, BIN,
+    agent_edit, fake_cgc_path, fast_env, indexed_with_fake, is_alive, open_session_as,
+    processes_with_owner_prefix, vitals, wait_until, workspace_id, Conn, FakeCgc, Sandbox, Service,
+    BIN,
 };
 
 fn state_file_path(sandbox: &Sandbox) -> PathBuf {
@@ -262,10 +263,7 @@ fn a_workspace_config_corrupted_before_sighup_keeps_the_previous_values() {
 
 #[test]
 fn a_deleted_socket_is_bound_again_and_existing_connections_keep_working() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let (sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
     let mut existing = open_session_as(&service, "pi", "s1");
     fs::remove_file(&service.socket).unwrap();
     // A new client reaches the same service at the same path (bounded).
@@ -513,12 +511,8 @@ fn drain(stream: &UnixStream) {
 
 #[test]
 fn two_connections_claiming_one_session_keep_one_consistent_record() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (sandbox, fake, service) = indexed_with_fake(
+        json!({}),
         &fast_env(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100")]),
     );
     // Both claim "s" with different instances: the second replaces the first.
@@ -582,10 +576,7 @@ fn two_connections_claiming_one_session_keep_one_consistent_record() {
 
 #[test]
 fn edits_under_a_session_id_another_connection_shut_down_are_not_lost() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let (sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
     let mut a = open_session_as(&service, "pi-a", "s");
     let mut b = open_session_as(&service, "pi-b", "s");
     agent_edit(&mut b, "s", "b.py");
@@ -602,12 +593,8 @@ fn edits_under_a_session_id_another_connection_shut_down_are_not_lost() {
 
 #[test]
 fn paths_from_frames_are_never_executed_nor_passed_to_cgc() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (sandbox, fake, service) = indexed_with_fake(
+        json!({}),
         &fast_env(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100")]),
     );
     let root = sandbox.root.path();
@@ -672,10 +659,7 @@ fn paths_from_frames_are_never_executed_nor_passed_to_cgc() {
 
 #[test]
 fn edits_only_outside_the_workspace_are_ignored_and_spawn_nothing() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let (sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
     let mut conn = open_session_as(&service, "pi", "s1");
     let outside = sandbox.root.path().join("outside.py").display().to_string();
     for path in [

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{wait_until, Conn, FakeCgc, Sandbox, Service};
+use crate::support::{indexed_with_fake, wait_until, Conn, FakeCgc, Sandbox, Service};
 
 const ENV: [(&str, &str); 3] = [
     ("CGC_FRESHNESS_BATCH_MS", "30"),
@@ -38,10 +38,7 @@ fn edit(conn: &mut Conn, session: &str, path: &str) {
 
 #[test]
 fn two_sessions_a_replacement_and_a_restart_keep_one_honest_record() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let mut service = Service::start_with_fake(&sandbox, &fake, &ENV);
+    let (sandbox, fake, mut service) = indexed_with_fake(json!({}), &ENV);
 
     // Two harnesses, two sessions, one workspace record.
     let mut a = harness(&service, "pi-a", "sA", "startup");

@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    is_alive, processes_with_owner_prefix, wait_until, Conn, FakeCgc, Sandbox, Service,
+    indexed_with_fake, is_alive, processes_with_owner_prefix, wait_until, Conn, FakeCgc, Sandbox,
+    Service,
 };
 
 /// A sync that daemonizes a grandchild, then hangs without ever being ready.
@@ -71,10 +72,7 @@ fn daemon_pid(fake: &FakeCgc) -> i32 {
 }
 
 fn shutdown_by_signal(signal: i32) {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, hanging_sync_with_daemon());
-    let mut service = Service::start_with_fake(&sandbox, &fake, &ENV);
+    let (sandbox, fake, mut service) = indexed_with_fake(hanging_sync_with_daemon(), &ENV);
     let _conn = start_busy_session(&service, &fake, "s1");
     let daemon = daemon_pid(&fake);
     assert!(is_alive(daemon));
@@ -149,10 +147,7 @@ fn a_panic_in_an_actor_kills_every_child_and_exits_non_zero() {
 
 #[test]
 fn session_shutdown_stops_that_sessions_sync_and_the_session_exits_normally() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, hanging_sync_with_daemon());
-    let service = Service::start_with_fake(&sandbox, &fake, &ENV);
+    let (sandbox, fake, service) = indexed_with_fake(hanging_sync_with_daemon(), &ENV);
     let mut conn = start_busy_session(&service, &fake, "s1");
     let reply = conn.request(
         json!({"type": "session_shutdown", "session": "s1", "reason": "quit"}),
@@ -171,10 +166,7 @@ fn session_shutdown_stops_that_sessions_sync_and_the_session_exits_normally() {
 
 #[test]
 fn a_harness_connection_closing_without_shutdown_ends_its_session() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, hanging_sync_with_daemon());
-    let service = Service::start_with_fake(&sandbox, &fake, &ENV);
+    let (sandbox, fake, service) = indexed_with_fake(hanging_sync_with_daemon(), &ENV);
     let conn = start_busy_session(&service, &fake, "s1");
     drop(conn);
     assert_nothing_left(&sandbox, &fake);
@@ -183,10 +175,8 @@ fn a_harness_connection_closing_without_shutdown_ends_its_session() {
 
 #[test]
 fn session_shutdown_leaves_a_persons_manual_sync_running() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({"watch": {"steps": [{"hang": true}]}}));
-    let service = Service::start_with_fake(&sandbox, &fake, &ENV);
+    let (_sandbox, fake, service) =
+        indexed_with_fake(json!({"watch": {"steps": [{"hang": true}]}}), &ENV);
     let mut person = service.connect();
     person.request(json!({"type": "sync"}), 1);
     wait_until("the manual sync", Duration::from_secs(5), || {
@@ -205,10 +195,7 @@ fn session_shutdown_leaves_a_persons_manual_sync_running() {
 
 #[test]
 fn a_sigkilled_service_leaves_only_what_the_next_start_sweeps() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, hanging_sync_with_daemon());
-    let mut service = Service::start_with_fake(&sandbox, &fake, &ENV);
+    let (sandbox, fake, mut service) = indexed_with_fake(hanging_sync_with_daemon(), &ENV);
     let _conn = start_busy_session(&service, &fake, "s1");
     let child = fake.invocations()[0]["pid"].as_i64().unwrap() as i32;
     let daemon = daemon_pid(&fake);

@@ -600,3 +600,14 @@ impl Drop for ForeignLock {
         let _ = self.child.wait();
     }
 }
+
+/// The usual start of a fake-`cgc` test: a sandbox whose workspace is
+/// indexed, the fake with `scenario`, and a service running it with `env`.
+/// (Dropped in reverse: the service stops before the sandbox is removed.)
+pub fn indexed_with_fake(scenario: Value, env: &[(&str, &str)]) -> (Sandbox, FakeCgc, Service) {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(&sandbox, scenario);
+    let service = Service::start_with_fake(&sandbox, &fake, env);
+    (sandbox, fake, service)
+}

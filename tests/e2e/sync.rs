@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    agent_edit, args_of, fast_env, is_alive, open_session, wait_until, FakeCgc, ForeignLock,
-    Sandbox, Service,
+    agent_edit, args_of, fast_env, indexed_with_fake, is_alive, open_session, wait_until, FakeCgc,
+    ForeignLock, Sandbox, Service,
 };
 
 fn notices(frames: &[Value], condition: &str) -> usize {
@@ -19,10 +19,7 @@ fn notices(frames: &[Value], condition: &str) -> usize {
 
 #[test]
 fn first_drift_triggers_a_background_sync_that_reconciles_and_reports_fresh() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let (sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
     let mut conn = open_session(&service, "s1");
     agent_edit(&mut conn, "s1", "src/a.py");
     let (stale, before) = conn.wait_status("possibly_stale");
@@ -74,12 +71,8 @@ fn first_drift_triggers_a_background_sync_that_reconciles_and_reports_fresh() {
 
 #[test]
 fn global_args_go_before_the_subcommand_and_strategies_are_honoured() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({}),
         &fast_env(&[
             ("CGC_GLOBAL_ARGS", "--db kuzudb"),
             ("CGC_SYNC_STRATEGY", "update"),
@@ -165,12 +158,8 @@ fn sync_skipped_when_busy_names_the_holder_and_spawns_nothing() {
 
 #[test]
 fn budget_exhausted_spawns_nothing_and_says_so_once() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({}),
         &fast_env(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "1")]),
     );
     let mut conn = open_session(&service, "s1");

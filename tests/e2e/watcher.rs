@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    agent_edit, args_of, fast_env, is_alive, open_session, wait_until, FakeCgc, ForeignLock,
-    Sandbox, Service,
+    agent_edit, args_of, fast_env, indexed_with_fake, is_alive, open_session, wait_until, FakeCgc,
+    ForeignLock, Sandbox, Service,
 };
 
 fn watch_invocations(fake: &FakeCgc) -> Vec<Value> {
@@ -23,12 +23,8 @@ fn watch_invocations(fake: &FakeCgc) -> Vec<Value> {
 
 #[test]
 fn on_mode_spawns_the_watcher_verifies_it_and_it_owns_freshness() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({}),
         &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "on"),
             ("CGC_GLOBAL_ARGS", "--db kuzudb"),
@@ -110,12 +106,8 @@ fn on_mode_with_the_database_locked_skips_as_busy_and_lazy_mode_runs() {
 
 #[test]
 fn auto_mode_with_an_embedded_backend_declines_and_runs_no_watcher() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({}),
         &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "auto"),
             ("DEFAULT_DATABASE", "kuzudb"),
@@ -142,12 +134,8 @@ fn auto_mode_with_an_embedded_backend_declines_and_runs_no_watcher() {
 
 #[test]
 fn auto_mode_with_a_server_backend_spawns_and_verifies() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({}),
         &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "auto"),
             ("DEFAULT_DATABASE", "falkordb-remote"),
@@ -363,12 +351,8 @@ fn a_session_that_ends_during_verification_records_no_fresh() {
 
 #[test]
 fn the_liveness_budget_verifies_a_watcher_that_never_prints_ready() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({"watch": {"steps": [{"hang": true}]}}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (_sandbox, _fake, service) = indexed_with_fake(
+        json!({"watch": {"steps": [{"hang": true}]}}),
         &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "on"),
             ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "400"),
@@ -382,12 +366,8 @@ fn the_liveness_budget_verifies_a_watcher_that_never_prints_ready() {
 
 #[test]
 fn a_db_root_option_in_global_args_outranks_the_environment() {
-    let sandbox = Sandbox::new();
-    sandbox.mark_indexed();
-    let fake = FakeCgc::new(&sandbox, json!({}));
-    let service = Service::start_with_fake(
-        &sandbox,
-        &fake,
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({}),
         &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "auto"),
             ("DEFAULT_DATABASE", "neo4j"),
