@@ -81,6 +81,27 @@ fn sigterm_stops_the_service_and_removes_its_socket() {
     assert_eq!(service.log_events("shutdown").len(), 1);
 }
 
+/// The socket file appears only once the signal handlers are installed: a
+/// SIGTERM sent the instant it exists (a client could connect) is a graceful
+/// stop, never a kill by the default disposition that leaves the socket behind.
+#[test]
+fn sigterm_the_instant_the_socket_appears_is_still_a_graceful_stop() {
+    for _ in 0..5 {
+        let sandbox = Sandbox::new();
+        let socket = sandbox.default_socket();
+        let mut service = Service::spawn_at(&sandbox, socket.clone(), &[], &[]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(std::time::Instant::now() < deadline, "no socket");
+            std::thread::yield_now();
+        }
+        service.signal(libc::SIGTERM);
+        let status = service.wait_exit(Duration::from_secs(10));
+        assert!(status.success(), "{status}; log:\n{}", service.log_text());
+        assert!(!socket.exists());
+    }
+}
+
 /// Runs a tiny client as uid/gid 65534 that connects and prints what it reads.
 fn connect_as_nobody(socket: &std::path::Path) -> std::process::Output {
     let script = "import socket,sys\n\

@@ -100,6 +100,18 @@ impl Service {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Service {
+        let mut service = Service::spawn_at(sandbox, socket, extra, env);
+        service.wait_ready();
+        service
+    }
+
+    /// Spawns `serve` and returns at once, before it accepts.
+    pub fn spawn_at(
+        sandbox: &Sandbox,
+        socket: PathBuf,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Service {
         let log = sandbox.root.path().join(format!("serve-{}.log", unique()));
         let mut cmd = sandbox.command();
         cmd.arg("serve").args(extra).arg("--socket").arg(&socket);
@@ -112,9 +124,7 @@ impl Service {
             .stderr(fs::File::create(&log).expect("log file"))
             .spawn()
             .expect("spawn serve");
-        let mut service = Service { child, socket, log };
-        service.wait_ready();
-        service
+        Service { child, socket, log }
     }
 
     fn wait_ready(&mut self) {

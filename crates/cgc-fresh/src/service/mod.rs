@@ -144,6 +144,8 @@ async fn run(start: Start) -> anyhow::Result<()> {
         notifier,
     } = start;
     let socket_activated = activated.is_some();
+    // Before the socket exists: see `SignalStreams`.
+    let signal_streams = signals::SignalStreams::install().context("signal handlers")?;
     let listener = match activated {
         Some(listener) => {
             match bound_path(&listener) {
@@ -189,6 +191,7 @@ async fn run(start: Start) -> anyhow::Result<()> {
     )
     .start();
     actix_rt::spawn(signals::signal_loop(
+        signal_streams,
         lifecycle.clone().recipient(),
         config_actor.recipient(),
     ));

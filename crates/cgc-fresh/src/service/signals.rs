@@ -5,21 +5,45 @@
 //! reloads the configuration and is never a shutdown.
 
 use actix::prelude::*;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::messages::{ReloadConfig, Shutdown, ShutdownReason};
 
+/// The service's signal handlers, installed. Installing is synchronous and
+/// happens before the socket is bound: a client that can connect must also
+/// be able to stop us gracefully (a handler installed lazily, on the first
+/// poll of a spawned task, leaves a window where SIGTERM kills the process
+/// outright and leaves its socket behind).
+pub struct SignalStreams {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl SignalStreams {
+    /// Installs the SIGTERM, SIGINT and SIGHUP handlers. Must run inside the
+    /// runtime.
+    pub fn install() -> std::io::Result<SignalStreams> {
+        Ok(SignalStreams {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// Listens for signals until the system stops. `shutdown` receives the
 /// shutdown requests, `reload` the SIGHUPs.
-pub async fn signal_loop(shutdown: Recipient<Shutdown>, reload: Recipient<ReloadConfig>) {
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!(event = "signal_setup_failed");
-        return;
-    };
+pub async fn signal_loop(
+    streams: SignalStreams,
+    shutdown: Recipient<Shutdown>,
+    reload: Recipient<ReloadConfig>,
+) {
+    let SignalStreams {
+        mut term,
+        mut int,
+        mut hup,
+    } = streams;
     let mut stopping = false;
     loop {
         let signo = tokio::select! {
