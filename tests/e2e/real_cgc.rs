@@ -7,6 +7,7 @@
 //! case its absence is a failure.
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -119,14 +120,24 @@ impl Project {
 
     /// Another process's `cgc watch .` on this project (holding Kùzu's
     /// lock), returned once it printed its ready line.
-    fn start_watcher(&self) -> std::process::Child {
-        let mut watcher = self
-            .cgc_cmd(&["watch", "."])
+    fn start_watcher(&self) -> ForeignWatcher {
+        let mut cmd = self.cgc_cmd(&["watch", "."]);
+        // A test run started in the background by a non-interactive shell
+        // inherits SIGINT ignored, and Python then installs no handler for
+        // it: restore the default so the SIGINT below stops the watcher.
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut reader = std::io::BufReader::new(watcher.stdout.take().unwrap());
+        let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         while !line.contains("Monitoring for file changes") {
             line.clear();
@@ -135,7 +146,7 @@ impl Project {
         }
         // Keep reading: a closed pipe would kill the watcher on its next line.
         std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        watcher
+        ForeignWatcher { child }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -220,7 +231,7 @@ fn a_deleted_file_and_an_added_file_reach_the_graph_before_fresh() {
 fn a_real_watcher_holding_the_database_makes_the_sync_skip_as_busy_naming_it() {
     let Some(cgc) = real_cgc() else { return };
     let project = Project::new(cgc);
-    let mut watcher = project.start_watcher();
+    let watcher = project.start_watcher();
     let service = project.service(&[]);
     let mut conn = harness(&service);
     agent_edit(&mut conn, "edit", "pkg/alpha.py", || {});
@@ -233,10 +244,6 @@ fn a_real_watcher_holding_the_database_makes_the_sync_skip_as_busy_naming_it() {
     );
     assert!(text.contains("watch"), "{text}");
     assert_eq!(sync_spawns(&service), 0, "no cgc was spawned to find out");
-    // SIGINT: the real watcher stops cleanly and releases its lock.
-    // SAFETY: kill(2) on our child.
-    unsafe { libc::kill(watcher.id() as i32, libc::SIGINT) };
-    let _ = watcher.wait();
 }
 
 #[test]
@@ -394,7 +401,7 @@ fn auto_mode_with_neo4j_and_no_server_reaches_the_honest_not_verified_state() {
 fn on_mode_while_another_real_watcher_holds_the_database_is_busy_naming_it() {
     let Some(cgc) = real_cgc() else { return };
     let project = Project::new(cgc);
-    let mut watcher = project.start_watcher();
+    let watcher = project.start_watcher();
     let service = project.service(&[("CGC_FRESHNESS_WATCH", "on")]);
     let mut conn = harness(&service);
     let notice = conn.wait_seen("busy", |f| f["condition"] == "watcher_skipped_busy");
@@ -412,9 +419,35 @@ fn on_mode_while_another_real_watcher_holds_the_database_is_busy_naming_it() {
             .all(|e| e["kind"] != "Watcher"),
         "no watcher spawned"
     );
-    // SAFETY: kill(2) on our child.
-    unsafe { libc::kill(watcher.id() as i32, libc::SIGINT) };
-    let _ = watcher.wait();
+}
+
+/// Another process's real `cgc watch`, stopped when dropped: SIGINT (the
+/// real CLI then exits cleanly and releases its lock), SIGKILL if it has not
+/// exited within 30 s, so a failing test never leaves it behind.
+struct ForeignWatcher {
+    child: std::process::Child,
+}
+
+impl ForeignWatcher {
+    fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ForeignWatcher {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A FalkorDB server on loopback for the duration of a test.
