@@ -589,6 +589,47 @@ fn edits_under_a_session_id_another_connection_shut_down_are_not_lost() {
     stop_and_assert_nothing_left(&sandbox, service, Some(&fake));
 }
 
+#[test]
+fn sessions_past_the_live_bound_are_refused_with_an_error_and_their_edits_still_count() {
+    let (sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
+    let mut conn = open_session_as(&service, "pi-a", "s0");
+    for n in 1..1024 {
+        conn.send(
+            json!({"type": "session_start", "session": format!("s{n}"), "reason": "startup"}),
+        );
+    }
+    let refused = conn.request(
+        json!({"type": "session_start", "session": "one-too-many", "reason": "startup"}),
+        5,
+    );
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["code"], "unavailable", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("1024 sessions"),
+        "{refused}"
+    );
+    assert_eq!(service.log_events("session_refused").len(), 1);
+    agent_edit(&mut conn, "s0", "a.py");
+    conn.wait_status("fresh");
+    // An edit under a new name past the bound starts no session, but the
+    // file changed: `fresh` must not stand.
+    agent_edit(&mut conn, "unannounced", "b.py");
+    conn.wait_status("possibly_stale");
+    assert_state_file_agrees(&sandbox, &mut conn);
+    // The connection's sessions end with it, which makes room again.
+    drop(conn);
+    wait_until("room for a new session", Duration::from_secs(10), || {
+        let mut other = open_session_as(&service, "pi-b", "later");
+        let answer = other.request(json!({"type": "status"}), 6);
+        !other.history.iter().any(|f| f["type"] == "error") && answer["type"] == "state"
+    });
+    assert_serves_a_new_connection(&service);
+    stop_and_assert_nothing_left(&sandbox, service, Some(&fake));
+}
+
 // ---- security: frames never reach a shell ----------------------------
 
 #[test]

@@ -213,6 +213,14 @@ impl Freshness {
         self.watcher.is_verified()
     }
 
+    /// Whether a `session_start{session}` from `instance` would be taken;
+    /// `false` only when [`super::MAX_LIVE_SESSIONS`] lifetimes are live and this
+    /// would be another (the input is then ignored: the shell says so to
+    /// the client instead of applying it).
+    pub fn admits_session(&self, session: &str, instance: &str) -> bool {
+        self.sessions.admits(session, instance)
+    }
+
     /// Whether `session` may make its watcher attempt now: it is live, has
     /// not attempted in this lifetime (one attempt per session; a failed or
     /// declined attempt is not retried), and no watcher runs for the
@@ -253,7 +261,7 @@ impl Freshness {
                 instance,
                 reason: _,
             } => match self.sessions.register(&session, &instance) {
-                Registration::Unchanged => false,
+                Registration::Unchanged | Registration::Refused => false,
                 Registration::Started { replaced } => {
                     self.catch_up(now);
                     if let Some(old) = replaced {
@@ -281,7 +289,8 @@ impl Freshness {
                 let Some(key) = self.sessions.live_or_implicit(&session) else {
                     // The session ended, yet an edit in the workspace is
                     // reported under its name (a harness still writing, or
-                    // two harnesses claiming one session): the file changed
+                    // two harnesses claiming one session) — or a new name
+                    // while MAX_LIVE_SESSIONS are live: the file changed
                     // all the same. It cannot revive the session, spend a
                     // budget or raise a notice — but "fresh" must not stand.
                     let Some(target) = self.edit_target(&paths) else {

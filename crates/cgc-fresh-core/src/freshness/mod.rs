@@ -174,6 +174,6 @@ pub use policy::{
     DEFAULT_SETTLE_MS,
 };
 pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RECORD_VERSION};
-pub use session::MAX_ENDED_SESSIONS;
+pub use session::{MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS};
 pub use time::Millis;
 pub use workspace_path::{PathPlacement, WorkspaceRoot};

@@ -26,6 +26,16 @@
 //!
 //! Ended names are remembered up to [`MAX_ENDED_SESSIONS`], oldest forgotten
 //! first, so a long-running service does not grow without bound.
+//!
+//! Live lifetimes are bounded too, by [`MAX_LIVE_SESSIONS`]: a harness that
+//! starts sessions (or reports edits under ever-new names) without ending
+//! them would otherwise grow the table for as long as the service runs.
+//! At the bound a `session_start` for a new name is refused (the shell
+//! answers with an error and nothing changes), and an edit under a new name
+//! starts no lifetime but still counts, like an edit under an ended
+//! session's name: the bound can cost a budget or a notice, never the
+//! record's truth. Replacing a live session does not grow the table and is
+//! always admitted.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -34,6 +44,10 @@ use super::ledger::NoticeLedger;
 
 /// How many ended session names are remembered.
 pub const MAX_ENDED_SESSIONS: usize = 1_024;
+
+/// How many session lifetimes may be live at once. Far above any real
+/// workspace (one per open harness), low enough to bound memory.
+pub const MAX_LIVE_SESSIONS: usize = 1_024;
 
 /// One session lifetime (a name can have several lifetimes over time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,6 +73,9 @@ pub(crate) enum Registration {
     Unchanged,
     /// A new lifetime started; `replaced` is the lifetime it ended.
     Started { replaced: Option<SessionKey> },
+    /// [`MAX_LIVE_SESSIONS`] lifetimes are live and this one would be
+    /// another: nothing changed.
+    Refused,
 }
 
 /// What is known about a session name.
@@ -102,18 +119,39 @@ impl Sessions {
                 return Registration::Unchanged;
             }
         }
+        if self.full() {
+            return Registration::Refused;
+        }
         self.start(name, Some(instance));
         Registration::Started { replaced: None }
     }
 
+    /// Whether [`Sessions::register`] would admit this registration (any
+    /// outcome but [`Registration::Refused`]), without doing it.
+    pub(crate) fn admits(&self, name: &str, instance: &str) -> bool {
+        self.live.contains_key(name)
+            || self
+                .ended
+                .get(name)
+                .is_some_and(|ended| ended.as_deref() == Some(instance))
+            || !self.full()
+    }
+
     /// The live lifetime of `name`, starting one without an instance when
-    /// the name was never seen; `None` for an ended name.
+    /// the name was never seen; `None` for an ended name, or a new one while
+    /// the table is full.
     pub(crate) fn live_or_implicit(&mut self, name: &str) -> Option<SessionKey> {
         match self.known(name) {
             Known::Live(key) => Some(key),
             Known::Ended => None,
+            Known::Unknown if self.full() => None,
             Known::Unknown => Some(self.start(name, None)),
         }
+    }
+
+    /// Whether [`MAX_LIVE_SESSIONS`] lifetimes are live.
+    fn full(&self) -> bool {
+        self.live.len() >= MAX_LIVE_SESSIONS
     }
 
     /// What is known about `name`.
@@ -257,6 +295,42 @@ mod tests {
         let key = sessions.live_or_implicit("s9").unwrap();
         assert_eq!(sessions.register("s9", "pi-7"), Registration::Unchanged);
         assert_eq!(sessions.known("s9"), Known::Live(key));
+    }
+
+    #[test]
+    fn live_lifetimes_are_bounded_but_replacements_and_known_names_pass() {
+        let mut sessions = Sessions::default();
+        for n in 0..MAX_LIVE_SESSIONS {
+            assert!(sessions.admits(&format!("s{n}"), "pi"));
+            sessions.register(&format!("s{n}"), "pi");
+        }
+        assert!(!sessions.admits("new", "pi"));
+        assert_eq!(sessions.register("new", "pi"), Registration::Refused);
+        assert_eq!(sessions.known("new"), Known::Unknown);
+        assert_eq!(sessions.live_or_implicit("implicit"), None);
+        assert_eq!(sessions.known("implicit"), Known::Unknown);
+        // A repeated registration and a replacement do not grow the table.
+        assert!(sessions.admits("s0", "pi"));
+        assert_eq!(sessions.register("s0", "pi"), Registration::Unchanged);
+        assert!(sessions.admits("s1", "pi-2"));
+        assert!(matches!(
+            sessions.register("s1", "pi-2"),
+            Registration::Started { replaced: Some(_) }
+        ));
+        assert!(matches!(sessions.live_or_implicit("s2"), Some(_)));
+        // A late duplicate of an ended registration stays harmless.
+        sessions.end("s3");
+        sessions.register("other", "pi");
+        assert!(sessions.admits("s3", "pi"));
+        assert_eq!(sessions.register("s3", "pi"), Registration::Unchanged);
+        // Ending one frees a place.
+        sessions.end("s4");
+        assert!(sessions.admits("new", "pi"));
+        assert!(matches!(
+            sessions.register("new", "pi"),
+            Registration::Started { replaced: None }
+        ));
+        assert_eq!(sessions.live_names().count(), MAX_LIVE_SESSIONS);
     }
 
     #[test]

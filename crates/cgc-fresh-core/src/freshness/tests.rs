@@ -895,6 +895,34 @@ fn an_edit_under_an_ended_sessions_name_still_keeps_fresh_honest() {
     assert_eq!(bench.machine.live_sessions().count(), 1, "s1 stays ended");
 }
 
+#[test]
+fn at_the_live_session_bound_a_new_session_is_refused_and_its_edits_still_count() {
+    let mut bench = Bench::new();
+    for n in 0..MAX_LIVE_SESSIONS {
+        bench.start(&format!("s{n}"));
+    }
+    bench.at(100).settled_edit("s0", "a.rs");
+    bench.sync_to_success();
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert!(!bench.machine.admits_session("one-too-many", "pi-x"));
+    assert!(
+        bench.machine.admits_session("s1", "pi-other"),
+        "a replacement"
+    );
+    // A registration the shell applies anyway changes nothing.
+    assert_eq!(bench.at(5_000).start("one-too-many"), []);
+    assert_eq!(bench.machine.live_sessions().count(), MAX_LIVE_SESSIONS);
+    // An edit under a new name starts no lifetime, yet the file changed.
+    let effects = bench.at(5_100).edit("unannounced", "b.rs");
+    assert_eq!(effects, [Effect::RecordChanged], "no notice, no sync");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(5_100)));
+    assert_eq!(bench.machine.live_sessions().count(), MAX_LIVE_SESSIONS);
+    // Ending one session makes room again.
+    bench.at(6_000).end("s5");
+    assert!(bench.machine.admits_session("one-too-many", "pi-x"));
+}
+
 // ---- design edges --------------------------------------------------------
 
 #[test]

@@ -16,12 +16,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
 use cgc_fresh_core::freshness::{
-    Effect, Freshness, FreshnessPolicy, Input, Millis, WatcherDecline,
+    Effect, Freshness, FreshnessPolicy, Input, Millis, WatcherDecline, MAX_LIVE_SESSIONS,
 };
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
-    Audience, ClientFrame, ConfigFrame, Envelope, Notice, RequestId, ServerFrame, StateFrame,
-    Welcome, PROTOCOL_VERSION,
+    Audience, ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, Notice, RequestId,
+    ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
 };
 
 use super::backend_detector::{BackendDetector, DetectorSettings};
@@ -392,12 +392,31 @@ impl Handler<FromClient> for WorkspaceActor {
                 self.apply(Input::SyncRequested { session: None }, ctx);
             }
             ClientFrame::SessionStart(start) => {
-                ack_if_asked(&reply_to, id);
                 let instance = self
                     .instances
                     .get(&conn)
                     .cloned()
                     .unwrap_or_else(|| format!("conn-{conn}"));
+                if !self.machine.admits_session(&start.session, &instance) {
+                    // Said even without an `id`: the harness must learn
+                    // that this session is not observed as its own.
+                    tracing::warn!(event = "session_refused", conn, session = %start.session, live = MAX_LIVE_SESSIONS);
+                    reply(
+                        &reply_to,
+                        id,
+                        ServerFrame::Error(ErrorFrame::new(
+                            ErrorCode::Unavailable,
+                            format!(
+                                "{MAX_LIVE_SESSIONS} sessions are live in this workspace; \
+                                 end one (session_shutdown) before starting another. \
+                                 Edits reported under this session still mark the graph \
+                                 possibly stale."
+                            ),
+                        )),
+                    );
+                    return;
+                }
+                ack_if_asked(&reply_to, id);
                 tracing::info!(event = "session_start", conn, session = %start.session, instance = %instance, reason = ?start.reason);
                 self.apply(
                     Input::SessionStarted {
