@@ -12,13 +12,17 @@
 //! [`framing::decode_in_chunks`]); every line that decodes as a client or
 //! a server frame re-encodes into one line that decodes to the same frame;
 //! every line that does not gives an `error` reply with a decode code, the
-//! error's id, and a bounded message, which survives the wire too.
+//! error's id, and a bounded message, which survives the wire too; and the
+//! client decoder's one-pass reading of tool frames agrees with its general
+//! path on every line (the same envelope or the same error).
 
 #![no_main]
 
 use cgc_fresh_fuzz::framing::{self, Framed};
 use cgc_fresh_fuzz::round_trip;
-use cgc_fresh_proto::{decode_client_frame, decode_server_frame, DEFAULT_MAX_LINE_BYTES};
+use cgc_fresh_proto::{
+    decode_client_frame, decode_client_frame_general, decode_server_frame, DEFAULT_MAX_LINE_BYTES,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -36,7 +40,13 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(framed, expected, "the codec's lines differ from its rules");
 
     for line in &framed.lines {
-        match decode_client_frame(line) {
+        let client = decode_client_frame(line);
+        assert_eq!(
+            client,
+            decode_client_frame_general(line),
+            "the one-pass reader and the general decoder disagree"
+        );
+        match client {
             Ok(envelope) => round_trip::assert_client_round_trip(&envelope),
             Err(error) => {
                 round_trip::checked_error_reply(&error);

@@ -19,11 +19,29 @@ use serde_json::{Map, Value};
 use crate::client::ClientFrame;
 use crate::envelope::{Envelope, RequestId};
 use crate::error::{shorten, FrameError, FrameErrorKind};
+use crate::hot_path::decode_hot_client_frame;
 use crate::server::ServerFrame;
 use crate::PROTOCOL_VERSION;
 
 /// Decodes one line (without its `\n`) sent by a harness or the CLI.
+///
+/// Plain `tool_call` and `tool_result` lines are read in one pass; every
+/// other line, and every error, goes through the general decoder
+/// ([`decode_client_frame_general`]), with the same result.
 pub fn decode_client_frame(line: &[u8]) -> Result<Envelope<ClientFrame>, FrameError> {
+    if let Some(envelope) = std::str::from_utf8(line)
+        .ok()
+        .and_then(decode_hot_client_frame)
+    {
+        return Ok(envelope);
+    }
+    decode_client_frame_general(line)
+}
+
+/// [`decode_client_frame`] without its one-pass reading of the frequent
+/// frames: every frame through the steps above. Public so that tests and
+/// fuzzers can check that the two agree.
+pub fn decode_client_frame_general(line: &[u8]) -> Result<Envelope<ClientFrame>, FrameError> {
     decode_line(line, client_frame_from_payload)
 }
 

@@ -104,12 +104,13 @@ mod codec;
 mod decode;
 mod envelope;
 mod error;
+mod hot_path;
 mod server;
 pub mod vocab;
 
 pub use client::{ClientFrame, Hello, SessionShutdown, SessionStart, ToolCall, ToolResult};
 pub use codec::{CodecError, FrameCodec, DEFAULT_MAX_LINE_BYTES};
-pub use decode::{decode_client_frame, decode_server_frame};
+pub use decode::{decode_client_frame, decode_client_frame_general, decode_server_frame};
 pub use envelope::{encode, encode_client_frame, encode_server_frame, Envelope, Frame, RequestId};
 pub use error::{ErrorCode, FrameError, FrameErrorKind};
 pub use server::{

@@ -69,7 +69,9 @@ pub(crate) struct EditTracker {
     /// `unsettled`, ordered by observation time.
     by_observed: BTreeSet<(Millis, EditId)>,
     overflow: Option<Overflow>,
-    waiting: BTreeMap<(SessionKey, String), VecDeque<WaitingCall>>,
+    /// Calls waiting for their results, by session, then by tool (nested,
+    /// so that a lookup by `&str` needs no allocation).
+    waiting: BTreeMap<SessionKey, BTreeMap<String, VecDeque<WaitingCall>>>,
 }
 
 impl EditTracker {
@@ -94,12 +96,21 @@ impl EditTracker {
                 },
             );
         }
-        let queue = self.waiting.entry((session, tool.to_string())).or_default();
+        let calls = self.waiting.entry(session).or_default();
+        let queue = if let Some(queue) = calls.get_mut(tool) {
+            queue
+        } else {
+            calls.entry(tool.to_string()).or_default()
+        };
         let dropped = if queue.len() >= MAX_WAITING_CALLS {
             queue.pop_front()
         } else {
             None
         };
+        queue.push_back(WaitingCall {
+            forget_at: now.plus(settle_ms.saturating_mul(2)),
+            edit,
+        });
         if let Some(id) = dropped.and_then(|call| call.edit) {
             // No result can settle it any more: fold it into the aggregate.
             if let Some(edit) = self.remove(id) {
@@ -116,11 +127,6 @@ impl EditTracker {
                 self.overflow = Some(merged);
             }
         }
-        let queue = self.waiting.entry((session, tool.to_string())).or_default();
-        queue.push_back(WaitingCall {
-            forget_at: now.plus(settle_ms.saturating_mul(2)),
-            edit,
-        });
     }
 
     /// An edit no result will ever settle (its session had ended): it joins
@@ -142,13 +148,18 @@ impl EditTracker {
     /// The result of `session`'s oldest waiting call of `tool`. Returns
     /// whether it settled an edit.
     pub(crate) fn record_result(&mut self, session: SessionKey, tool: &str) -> bool {
-        let key = (session, tool.to_string());
-        let Some(queue) = self.waiting.get_mut(&key) else {
+        let Some(calls) = self.waiting.get_mut(&session) else {
+            return false;
+        };
+        let Some(queue) = calls.get_mut(tool) else {
             return false;
         };
         let call = queue.pop_front();
         if queue.is_empty() {
-            self.waiting.remove(&key);
+            calls.remove(tool);
+            if calls.is_empty() {
+                self.waiting.remove(&session);
+            }
         }
         call.and_then(|call| call.edit)
             .is_some_and(|id| self.remove(id).is_some())
@@ -182,11 +193,14 @@ impl EditTracker {
         if self.overflow.is_some_and(|o| o.settles_by <= now) {
             self.overflow = None;
         }
-        self.waiting.retain(|_, queue| {
-            while queue.front().is_some_and(|call| call.forget_at <= now) {
-                queue.pop_front();
-            }
-            !queue.is_empty()
+        self.waiting.retain(|_, calls| {
+            calls.retain(|_, queue| {
+                while queue.front().is_some_and(|call| call.forget_at <= now) {
+                    queue.pop_front();
+                }
+                !queue.is_empty()
+            });
+            !calls.is_empty()
         });
     }
 
@@ -203,7 +217,7 @@ impl EditTracker {
             self.remove(id);
         }
         // The aggregate has no owner; it settles by its deadline.
-        self.waiting.retain(|(owner, _), _| *owner != session);
+        self.waiting.remove(&session);
     }
 
     /// Whether any observed edit may still be being written.

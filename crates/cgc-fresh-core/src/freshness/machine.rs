@@ -438,9 +438,14 @@ impl Freshness {
         }
         self.mark_drift(target);
         self.last_editor = Some(key);
-        let text =
-            notice_text::possibly_stale(&self.policy.workspace_root, tool, self.policy.auto_sync);
-        self.offer(key, NoticeCondition::PossiblyStale, text, out);
+        let policy = &self.policy;
+        offer(
+            &mut self.sessions,
+            key,
+            NoticeCondition::PossiblyStale,
+            out,
+            || notice_text::possibly_stale(&policy.workspace_root, tool, policy.auto_sync),
+        );
         if self.policy.auto_sync {
             self.queue_automatic(key, now.plus(self.policy.batch_ms));
         }
@@ -598,9 +603,14 @@ impl Freshness {
                     return;
                 }
                 if !live.budget.has_slot(max_syncs) {
-                    let text =
-                        notice_text::budget_exhausted(&self.policy.workspace_root, max_syncs);
-                    self.offer(payer, NoticeCondition::BudgetExhausted, text, out);
+                    let root = &self.policy.workspace_root;
+                    offer(
+                        &mut self.sessions,
+                        payer,
+                        NoticeCondition::BudgetExhausted,
+                        out,
+                        || notice_text::budget_exhausted(root, max_syncs),
+                    );
                     return;
                 }
                 self.start(Some(payer), Some(payer), out);
@@ -851,26 +861,6 @@ impl Freshness {
 
     // ---- notices and reporting ---------------------------------------
 
-    /// Offers the notice for `condition` to one live session.
-    fn offer(
-        &mut self,
-        key: SessionKey,
-        condition: NoticeCondition,
-        text: String,
-        out: &mut Vec<Effect>,
-    ) {
-        if let Some((name, live)) = self.sessions.get_mut(key) {
-            if live.ledger.offer(condition) {
-                out.push(Effect::Notice {
-                    session: name.to_string(),
-                    condition,
-                    level: notice_text::level(condition),
-                    text,
-                });
-            }
-        }
-    }
-
     /// Offers the notice for `condition` to every live session: a sync's
     /// outcome concerns everyone working in the workspace.
     fn offer_to_all(&mut self, condition: NoticeCondition, text: &str, out: &mut Vec<Effect>) {
@@ -915,6 +905,29 @@ impl Freshness {
                 Some("restored from disk; unknown until a sync completes".to_string())
             }
             FlightSlot::Idle => None,
+        }
+    }
+}
+
+/// Offers the notice for `condition` to the live session `key`, once per
+/// lifetime. The text is built only when the notice is due: most edits of an
+/// episode find it already delivered, and formatting it for each of them was
+/// a measurable part of the intake cost.
+fn offer(
+    sessions: &mut Sessions,
+    key: SessionKey,
+    condition: NoticeCondition,
+    out: &mut Vec<Effect>,
+    text: impl FnOnce() -> String,
+) {
+    if let Some((name, live)) = sessions.get_mut(key) {
+        if live.ledger.offer(condition) {
+            out.push(Effect::Notice {
+                session: name.to_string(),
+                condition,
+                level: notice_text::level(condition),
+                text: text(),
+            });
         }
     }
 }
