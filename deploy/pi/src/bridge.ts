@@ -276,6 +276,13 @@ export class Bridge {
       this.renderFooter();
     } else if (frame.type === "notice") {
       this.onNotice(frame);
+    } else if (frame.type === "error" && frame.code === "unavailable" && frame.id === undefined) {
+      // Unasked for, this is the service refusing this session (its
+      // live-session bound): the person should know the graph's freshness
+      // is not tracked as theirs. Errors answering a request are shown by
+      // that request's handler; others answer malformed frames and stay in
+      // the debug log.
+      this.notify(`cgc-fresh: ${frame.message}`.slice(0, MAX_NOTICE_CHARS), "warning");
     }
   }
 

@@ -226,6 +226,20 @@ describe("what the person sees", () => {
     assert.deepEqual(api.forbidden, [], "nothing went to the agent");
   });
 
+  it("shows a refused session (error code unavailable) to the person, other errors not", async () => {
+    service = await FakeService.start(socketPath);
+    const api = new FakeApi();
+    const ctx = new FakeCtx(sandbox.workspace, "sess-r");
+    factory()(api.asApi());
+    api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
+    await waitUntil(() => service!.frames().length === 3, "the preamble");
+    service.push({ type: "error", code: "bad_request", field: "paths", message: "field `paths`: invalid type" });
+    service.push({ type: "error", code: "unavailable", message: "1024 sessions are live in this workspace; end one first." });
+    await waitUntil(() => ctx.notifications.length === 1, "the refusal");
+    assert.deepEqual(ctx.notifications, [["cgc-fresh: 1024 sessions are live in this workspace; end one first.", "warning"]]);
+    assert.deepEqual(api.forbidden, [], "nothing went to the agent");
+  });
+
   it("answers /cgc-fresh status and sync with requests that carry an id", async () => {
     service = await FakeService.start(socketPath);
     const api = new FakeApi();
