@@ -1,6 +1,8 @@
 //! Random sequences of inputs to the core freshness machine, checked after
-//! every step against a shadow model ([`cgc_fresh_fuzz::workspace_model`])
-//! that knows only what was fed in and what came out.
+//! every step against a shadow model ([`cgc_fresh_fuzz::workspace_model`],
+//! whose watcher part is the core's reference model
+//! `cgc_fresh_core::freshness::watcher_model`, shared with the core's
+//! property tests) that knows only what was fed in and what came out.
 //!
 //! Inputs: session starts (new, repeated, replacing), ends, tool calls of
 //! modifying and other tools with paths inside and outside the workspace,
@@ -43,12 +45,12 @@
 
 use arbitrary::Arbitrary;
 use cgc_fresh_core::config::WatchMode;
+use cgc_fresh_core::freshness::watcher_model::{raised_by_watcher, WatcherReport};
 use cgc_fresh_core::freshness::{
     Effect, FlightId, Freshness, FreshnessPolicy, FreshnessRecord, Input, Millis, SyncOutcome,
-    WatcherDecline,
 };
 use cgc_fresh_fuzz::round_trip;
-use cgc_fresh_fuzz::workspace_model::{self, OpenFlight, Shadow, Watcher, WORKSPACE_ROOT};
+use cgc_fresh_fuzz::workspace_model::{self, OpenFlight, Shadow, WORKSPACE_ROOT};
 use cgc_fresh_proto::{
     Envelope, FreshnessStatus, NoticeCondition, ServerFrame, SessionStartReason,
 };
@@ -61,16 +63,6 @@ const TOOLS: [&str; 4] = ["edit", "write", "read", "Edit"];
 const MODIFYING: [&str; 2] = ["edit", "write"];
 /// Path components a tool path is built from.
 const PIECES: [&str; 8] = ["ws", "src", "a.rs", ".", "..", "", "tmp", "ws2"];
-/// The notice conditions only a watcher report raises.
-const WATCHER_CONDITIONS: [NoticeCondition; 6] = [
-    NoticeCondition::WatcherStarted,
-    NoticeCondition::WatcherDeclinedBackend,
-    NoticeCondition::WatcherDeclinedUnindexed,
-    NoticeCondition::WatcherNotVerified,
-    NoticeCondition::WatcherDied,
-    NoticeCondition::WatcherSkippedBusy,
-];
-
 #[derive(Arbitrary, Debug)]
 struct Scenario {
     manual_only: bool,
@@ -197,26 +189,14 @@ impl Outcome {
 
 #[derive(Arbitrary, Debug)]
 struct WatcherOp {
-    kind: WatcherKind,
+    /// Picks one of [`WatcherReport::ALL`].
+    kind: u8,
     name: u8,
     /// Name the running watcher's session instead of `name`.
     owner: bool,
     /// Name the running watcher's pid instead of another.
     right_pid: bool,
     auto: bool,
-}
-
-#[derive(Arbitrary, Debug, Clone, Copy, PartialEq, Eq)]
-enum WatcherKind {
-    Started,
-    SpawnFailed,
-    Busy,
-    DeclinedBackend,
-    DeclinedUnindexed,
-    Verified,
-    Failed,
-    Died,
-    Stopped,
 }
 
 fn name(index: u8) -> &'static str {
@@ -244,7 +224,6 @@ struct World {
     policy: FreshnessPolicy,
     machine: Freshness,
     shadow: Shadow,
-    next_pid: u32,
 }
 
 impl World {
@@ -253,7 +232,6 @@ impl World {
             machine: Freshness::new(policy.clone(), None, Millis(0)),
             shadow: Shadow::new(policy.settle_ms),
             policy,
-            next_pid: 1_000,
         }
     }
 
@@ -455,141 +433,26 @@ impl World {
 
     fn prepare_watcher(&mut self, op: &WatcherOp, expect: &mut Expect) -> Input {
         let shadow = &mut self.shadow;
-        let name = match shadow.watcher {
-            Some(watcher) if op.owner => watcher.name,
-            _ => name(op.name),
-        };
-        let session = name.to_owned();
+        let kind = WatcherReport::ALL[usize::from(op.kind) % WatcherReport::ALL.len()];
+        let name = shadow.watcher.subject(op.owner, name(op.name));
         let mode = if op.auto {
             WatchMode::Auto
         } else {
             WatchMode::On
         };
         let lifetime = shadow.lifetime(name);
-        // The session may make its one attempt: live, not attempted, and no
-        // watcher runs.
-        let opener = lifetime
-            .filter(|lifetime| shadow.watcher.is_none() && !shadow.attempted.contains(lifetime));
-        let pid = match shadow.watcher {
-            Some(watcher) if op.right_pid => watcher.pid,
-            Some(watcher) => watcher.pid.wrapping_add(1),
-            None => 1,
-        };
-        let about_running = lifetime.is_some_and(|lifetime| {
-            shadow
-                .watcher
-                .is_some_and(|watcher| watcher.lifetime == lifetime && watcher.pid == pid)
-        });
-        match op.kind {
-            WatcherKind::Started
-            | WatcherKind::SpawnFailed
-            | WatcherKind::Busy
-            | WatcherKind::DeclinedBackend
-            | WatcherKind::DeclinedUnindexed => {
-                match opener {
-                    None => expect.silent = true,
-                    Some(lifetime) => {
-                        shadow.attempted.insert(lifetime);
-                        expect.watcher_notice = match op.kind {
-                            WatcherKind::SpawnFailed => Some(NoticeCondition::WatcherNotVerified),
-                            WatcherKind::Busy => Some(NoticeCondition::WatcherSkippedBusy),
-                            WatcherKind::DeclinedBackend => {
-                                Some(NoticeCondition::WatcherDeclinedBackend)
-                            }
-                            WatcherKind::DeclinedUnindexed => {
-                                Some(NoticeCondition::WatcherDeclinedUnindexed)
-                            }
-                            _ => None,
-                        };
-                    }
-                }
-                match op.kind {
-                    WatcherKind::Started => {
-                        self.next_pid += 1;
-                        if let Some(lifetime) = opener {
-                            shadow.watcher = Some(Watcher {
-                                lifetime,
-                                name,
-                                pid: self.next_pid,
-                                verified: false,
-                            });
-                        }
-                        Input::WatcherStarted {
-                            session,
-                            mode,
-                            pid: self.next_pid,
-                        }
-                    }
-                    WatcherKind::SpawnFailed => Input::WatcherSpawnFailed {
-                        session,
-                        mode,
-                        error: "cgc: not found".into(),
-                    },
-                    WatcherKind::Busy => Input::WatcherBusy {
-                        session,
-                        mode,
-                        holder: "pid 9: cgc mcp start".into(),
-                    },
-                    WatcherKind::DeclinedBackend => Input::WatcherDeclined {
-                        session,
-                        reason: WatcherDecline::Backend("kuzudb (cgc doctor)".into()),
-                    },
-                    _ => Input::WatcherDeclined {
-                        session,
-                        reason: WatcherDecline::Unindexed,
-                    },
-                }
-            }
-            WatcherKind::Verified => {
-                match &mut shadow.watcher {
-                    Some(watcher) if about_running && !watcher.verified => {
-                        watcher.verified = true;
-                        expect.watcher_notice = Some(NoticeCondition::WatcherStarted);
-                        // A running sync drains: its outcome no longer counts.
-                        if let Some(flight) = &mut shadow.flight {
-                            flight.draining = true;
-                        }
-                    }
-                    _ => expect.silent = true,
-                }
-                Input::WatcherVerified { session, pid }
-            }
-            WatcherKind::Failed | WatcherKind::Died => {
-                if about_running {
-                    let verified = shadow.watcher_verified();
-                    shadow.watcher = None;
-                    expect.watcher_notice = Some(if verified {
-                        NoticeCondition::WatcherDied
-                    } else {
-                        NoticeCondition::WatcherNotVerified
-                    });
-                } else {
-                    expect.silent = true;
-                }
-                let error = "exit status 2".to_owned();
-                if op.kind == WatcherKind::Failed {
-                    Input::WatcherFailed {
-                        session,
-                        pid,
-                        error,
-                    }
-                } else {
-                    Input::WatcherDied {
-                        session,
-                        pid,
-                        error,
-                    }
-                }
-            }
-            WatcherKind::Stopped => {
-                if about_running {
-                    shadow.watcher = None;
-                } else {
-                    expect.silent = true;
-                }
-                Input::WatcherStopped { session, pid }
+        let (input, verdict) = shadow
+            .watcher
+            .report(kind, name, lifetime, op.right_pid, mode);
+        expect.silent |= verdict.ignored;
+        expect.watcher_notice = verdict.notice;
+        if verdict.verified_now {
+            // A running sync drains: its outcome no longer counts.
+            if let Some(flight) = &mut shadow.flight {
+                flight.draining = true;
             }
         }
+        input
     }
 
     /// Rebuilds the machine from its persisted record, as a restarted
@@ -630,8 +493,7 @@ impl World {
             edit.settled = true;
         }
         shadow.fresh_basis = None;
-        shadow.watcher = None;
-        shadow.attempted.clear();
+        shadow.watcher.restart();
     }
 
     fn step(&mut self, step: &Step) {
@@ -707,7 +569,7 @@ impl World {
                         !expect.drained || *condition == NoticeCondition::BudgetExhausted,
                         "the end of a draining sync raised {condition:?}"
                     );
-                    if WATCHER_CONDITIONS.contains(condition) {
+                    if raised_by_watcher(*condition) {
                         assert_eq!(
                             Some(*condition),
                             expect.watcher_notice,
@@ -765,7 +627,7 @@ impl World {
             shadow.flight
         );
         assert!(
-            !shadow.watcher_verified(),
+            !shadow.watcher.verified(),
             "a sync started while a verified watcher owns freshness"
         );
         assert!(
@@ -783,7 +645,7 @@ impl World {
         } else {
             assert!(self.policy.auto_sync, "an automatic sync without autoSync");
             assert!(
-                shadow.watcher.is_none(),
+                shadow.watcher.running().is_none(),
                 "an automatic sync started while a watcher runs"
             );
             assert!(
@@ -824,7 +686,7 @@ impl World {
         );
 
         // No false freshness.
-        let verified = shadow.watcher_verified();
+        let verified = shadow.watcher.verified();
         if verified {
             shadow.fresh_basis = None;
             assert_eq!(
@@ -851,27 +713,11 @@ impl World {
             verified,
             "who owns freshness"
         );
-        let facts = record.watcher.as_ref();
-        match shadow.watcher {
-            Some(watcher) => {
-                let state = if watcher.verified {
-                    "verified"
-                } else {
-                    "verifying"
-                };
-                assert_eq!(facts.map(|facts| facts.state.as_str()), Some(state));
-                assert_eq!(facts.and_then(|facts| facts.pid), Some(watcher.pid));
-            }
-            None => assert!(
-                !facts
-                    .is_some_and(|facts| matches!(facts.state.as_str(), "verifying" | "verified")),
-                "watcher facts of a watcher that is gone: {facts:?}"
-            ),
+        if let Err(problem) = shadow.watcher.check_facts(record.watcher.as_ref()) {
+            panic!("{problem}");
         }
         for name in NAMES {
-            let allowed = shadow.lifetime(name).is_some_and(|lifetime| {
-                shadow.watcher.is_none() && !shadow.attempted.contains(&lifetime)
-            });
+            let allowed = shadow.watcher.may_attempt(shadow.lifetime(name));
             assert_eq!(
                 machine.watcher_attempt_allowed(name),
                 allowed,

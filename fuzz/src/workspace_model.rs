@@ -9,8 +9,9 @@
 //! shadow saw an unsettled edit at a sync's start" implies the machine did,
 //! which is what makes the no-false-freshness check sound.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
+use cgc_fresh_core::freshness::watcher_model::WatcherModel;
 use cgc_fresh_core::freshness::FlightId;
 
 /// The workspace root every scenario uses.
@@ -77,16 +78,6 @@ pub struct Live {
     pub instance: Option<u8>,
 }
 
-/// The managed watcher, from an accepted `WatcherStarted` until a failure,
-/// death, stop, or the end of its lifetime.
-#[derive(Debug, Clone, Copy)]
-pub struct Watcher {
-    pub lifetime: u64,
-    pub name: &'static str,
-    pub pid: u32,
-    pub verified: bool,
-}
-
 /// Everything the shadow tracks.
 #[derive(Debug, Default)]
 pub struct Shadow {
@@ -108,9 +99,9 @@ pub struct Shadow {
     pub spawns: BTreeMap<u64, u32>,
     /// Notices delivered per (lifetime, condition).
     pub delivered: BTreeMap<(u64, cgc_fresh_proto::NoticeCondition), u32>,
-    pub watcher: Option<Watcher>,
-    /// Lifetimes that made their one watcher attempt.
-    pub attempted: BTreeSet<u64>,
+    /// The managed watcher and the attempts made, by the core's reference
+    /// model of the watcher rules.
+    pub watcher: WatcherModel,
 }
 
 impl Shadow {
@@ -118,6 +109,7 @@ impl Shadow {
     pub fn new(settle_ms: u64) -> Self {
         Shadow {
             settle_ms,
+            watcher: WatcherModel::new(1_001),
             ..Shadow::default()
         }
     }
@@ -146,12 +138,7 @@ impl Shadow {
                 edit.settled = true;
             }
         }
-        if self
-            .watcher
-            .is_some_and(|watcher| watcher.lifetime == lifetime)
-        {
-            self.watcher = None;
-        }
+        self.watcher.end_lifetime(lifetime);
         match &mut self.flight {
             Some(flight) if flight.payer == Some(lifetime) && !flight.draining => {
                 flight.draining = true;
@@ -182,11 +169,6 @@ impl Shadow {
         }
         self.closed.push(flight.id);
         Some(flight)
-    }
-
-    /// Whether a verified watcher owns freshness.
-    pub fn watcher_verified(&self) -> bool {
-        self.watcher.is_some_and(|watcher| watcher.verified)
     }
 
     /// The live lifetime of `name`.

@@ -157,6 +157,8 @@ mod policy;
 mod record;
 mod session;
 mod time;
+#[cfg(any(test, feature = "model"))]
+pub mod watcher_model;
 mod watcher_slot;
 mod workspace_path;
 

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, SessionStartReason};
 use proptest::prelude::*;
 
+use super::watcher_model::{raised_by_watcher, WatcherModel, WatcherReport};
 use super::*;
 use crate::config::WatchMode;
 
@@ -82,40 +83,15 @@ enum Op {
 /// there is one) instead of `name`; `right_pid` its pid instead of another.
 #[derive(Debug, Clone)]
 struct WatcherOp {
-    kind: WatcherKind,
+    kind: WatcherReport,
     name: usize,
     owner: bool,
     right_pid: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum WatcherKind {
-    Started,
-    SpawnFailed,
-    Busy,
-    DeclinedBackend,
-    DeclinedUnindexed,
-    Verified,
-    Failed,
-    Died,
-    Stopped,
-}
-
-const WATCHER_KINDS: [WatcherKind; 9] = [
-    WatcherKind::Started,
-    WatcherKind::SpawnFailed,
-    WatcherKind::Busy,
-    WatcherKind::DeclinedBackend,
-    WatcherKind::DeclinedUnindexed,
-    WatcherKind::Verified,
-    WatcherKind::Failed,
-    WatcherKind::Died,
-    WatcherKind::Stopped,
-];
-
 fn watcher_op() -> impl Strategy<Value = WatcherOp> {
     (
-        prop::sample::select(WATCHER_KINDS.to_vec()),
+        prop::sample::select(WatcherReport::ALL.to_vec()),
         0..3usize,
         prop::bool::weighted(0.8),
         prop::bool::weighted(0.9),
@@ -127,25 +103,6 @@ fn watcher_op() -> impl Strategy<Value = WatcherOp> {
             right_pid,
         })
 }
-
-/// The shadow's watcher.
-#[derive(Debug, Clone, Copy)]
-struct ShadowWatcher {
-    lifetime: u64,
-    name: &'static str,
-    pid: u32,
-    verified: bool,
-}
-
-/// Notice conditions only a watcher report may raise.
-const WATCHER_CONDITIONS: [NoticeCondition; 6] = [
-    NoticeCondition::WatcherStarted,
-    NoticeCondition::WatcherDeclinedBackend,
-    NoticeCondition::WatcherDeclinedUnindexed,
-    NoticeCondition::WatcherNotVerified,
-    NoticeCondition::WatcherDied,
-    NoticeCondition::WatcherSkippedBusy,
-];
 
 fn outcome(index: usize) -> SyncOutcome {
     match index % 8 {
@@ -262,9 +219,7 @@ struct World {
     spawns: BTreeMap<u64, u32>,
     delivered: BTreeSet<(u64, NoticeCondition)>,
     emitted: Vec<(&'static str, NoticeCondition)>,
-    watcher: Option<ShadowWatcher>,
-    attempted: BTreeSet<u64>,
-    next_pid: u32,
+    watcher: WatcherModel,
 }
 
 impl World {
@@ -285,9 +240,7 @@ impl World {
             spawns: BTreeMap::new(),
             delivered: BTreeSet::new(),
             emitted: Vec::new(),
-            watcher: None,
-            attempted: BTreeSet::new(),
-            next_pid: 1_000,
+            watcher: WatcherModel::new(1_001),
         }
     }
 
@@ -310,12 +263,7 @@ impl World {
                 expect.cancel = Some(open.id);
             }
         }
-        if self
-            .watcher
-            .is_some_and(|watcher| watcher.lifetime == lifetime)
-        {
-            self.watcher = None;
-        }
+        self.watcher.end_lifetime(lifetime);
     }
 
     fn any_unsettled(&self) -> bool {
@@ -515,136 +463,20 @@ impl World {
     }
 
     fn prepare_watcher(&mut self, op: WatcherOp, expect: &mut Expect) -> Input {
-        let name = match self.watcher {
-            Some(watcher) if op.owner => watcher.name,
-            _ => NAMES[op.name],
-        };
-        let session = name.to_string();
-        let live = self.live.get(name).map(|(_, lifetime)| *lifetime);
-        let opens =
-            live.filter(|lifetime| self.watcher.is_none() && !self.attempted.contains(lifetime));
-        let pid = match self.watcher {
-            Some(watcher) if op.right_pid => watcher.pid,
-            Some(watcher) => watcher.pid + 1,
-            None => 1,
-        };
-        let about_running = live.is_some_and(|lifetime| {
+        let name = self.watcher.subject(op.owner, NAMES[op.name]);
+        let lifetime = self.live.get(name).map(|(_, lifetime)| *lifetime);
+        let (input, verdict) =
             self.watcher
-                .is_some_and(|watcher| watcher.lifetime == lifetime && watcher.pid == pid)
-        });
-        let mode = WatchMode::On;
-        match op.kind {
-            WatcherKind::Started
-            | WatcherKind::SpawnFailed
-            | WatcherKind::Busy
-            | WatcherKind::DeclinedBackend
-            | WatcherKind::DeclinedUnindexed => {
-                match opens {
-                    None => expect.silent = true,
-                    Some(lifetime) => {
-                        self.attempted.insert(lifetime);
-                        expect.watcher_notice = match op.kind {
-                            WatcherKind::SpawnFailed => Some(NoticeCondition::WatcherNotVerified),
-                            WatcherKind::Busy => Some(NoticeCondition::WatcherSkippedBusy),
-                            WatcherKind::DeclinedBackend => {
-                                Some(NoticeCondition::WatcherDeclinedBackend)
-                            }
-                            WatcherKind::DeclinedUnindexed => {
-                                Some(NoticeCondition::WatcherDeclinedUnindexed)
-                            }
-                            _ => None,
-                        };
-                    }
-                }
-                match op.kind {
-                    WatcherKind::Started => {
-                        self.next_pid += 1;
-                        if let Some(lifetime) = opens {
-                            self.watcher = Some(ShadowWatcher {
-                                lifetime,
-                                name,
-                                pid: self.next_pid,
-                                verified: false,
-                            });
-                        }
-                        Input::WatcherStarted {
-                            session,
-                            mode,
-                            pid: self.next_pid,
-                        }
-                    }
-                    WatcherKind::SpawnFailed => Input::WatcherSpawnFailed {
-                        session,
-                        mode,
-                        error: "no cgc".into(),
-                    },
-                    WatcherKind::Busy => Input::WatcherBusy {
-                        session,
-                        mode,
-                        holder: "pid 7: cgc mcp start".into(),
-                    },
-                    WatcherKind::DeclinedBackend => Input::WatcherDeclined {
-                        session,
-                        reason: WatcherDecline::Backend("kuzudb (cgc doctor)".into()),
-                    },
-                    _ => Input::WatcherDeclined {
-                        session,
-                        reason: WatcherDecline::Unindexed,
-                    },
-                }
-            }
-            WatcherKind::Verified => {
-                match &mut self.watcher {
-                    Some(watcher) if about_running && !watcher.verified => {
-                        watcher.verified = true;
-                        expect.watcher_notice = Some(NoticeCondition::WatcherStarted);
-                        // A running sync no longer has a say.
-                        if let Some(open) = &mut self.open {
-                            open.cancelled = true;
-                        }
-                    }
-                    _ => expect.silent = true,
-                }
-                Input::WatcherVerified { session, pid }
-            }
-            WatcherKind::Failed | WatcherKind::Died => {
-                match self.watcher.take() {
-                    Some(watcher) if about_running => {
-                        expect.watcher_notice = Some(if watcher.verified {
-                            NoticeCondition::WatcherDied
-                        } else {
-                            NoticeCondition::WatcherNotVerified
-                        });
-                    }
-                    other => {
-                        self.watcher = other;
-                        expect.silent = true;
-                    }
-                }
-                let error = "exit status 1".to_string();
-                if op.kind == WatcherKind::Failed {
-                    Input::WatcherFailed {
-                        session,
-                        pid,
-                        error,
-                    }
-                } else {
-                    Input::WatcherDied {
-                        session,
-                        pid,
-                        error,
-                    }
-                }
-            }
-            WatcherKind::Stopped => {
-                if about_running {
-                    self.watcher = None;
-                } else {
-                    expect.silent = true;
-                }
-                Input::WatcherStopped { session, pid }
+                .report(op.kind, name, lifetime, op.right_pid, WatchMode::On);
+        expect.silent |= verdict.ignored;
+        expect.watcher_notice = verdict.notice;
+        if verdict.verified_now {
+            // A running sync no longer has a say.
+            if let Some(open) = &mut self.open {
+                open.cancelled = true;
             }
         }
+        input
     }
 
     fn deliver(
@@ -688,8 +520,7 @@ impl World {
             edit.settled = true;
         }
         self.emitted.clear();
-        self.watcher = None;
-        self.attempted.clear();
+        self.watcher.restart();
         prop_assert_eq!(&self.machine.record().watcher, &None);
         Ok(())
     }
@@ -751,11 +582,11 @@ impl World {
                 } => {
                     prop_assert!(self.open.is_none(), "a second flight: {:?}", effects);
                     prop_assert!(
-                        !self.watcher.is_some_and(|watcher| watcher.verified),
+                        !self.watcher.verified(),
                         "a sync started while a verified watcher owns freshness"
                     );
                     prop_assert!(
-                        *manual || self.watcher.is_none(),
+                        *manual || self.watcher.running().is_none(),
                         "an automatic sync started while a watcher is verifying"
                     );
                     prop_assert!(self.last_flight.is_none_or(|last| *flight > last));
@@ -810,7 +641,7 @@ impl World {
                         "a stale completion made a {:?} notice",
                         condition
                     );
-                    if WATCHER_CONDITIONS.contains(condition) {
+                    if raised_by_watcher(*condition) {
                         prop_assert_eq!(
                             Some(*condition),
                             expect.watcher_notice,
@@ -846,7 +677,7 @@ impl World {
         }
         // A verified watcher ends the episode: what a sync covered before
         // says nothing once the watcher is gone.
-        let verified = self.watcher.is_some_and(|watcher| watcher.verified);
+        let verified = self.watcher.verified();
         if verified {
             self.fresh_basis = None;
         }
@@ -864,31 +695,16 @@ impl World {
             prop_assert_eq!(record.stale_since, None);
         }
         // The record's watcher facts follow the running watcher.
-        let state = record
-            .watcher
-            .as_ref()
-            .map(|watcher| watcher.state.as_str());
-        match self.watcher {
-            Some(watcher) => {
-                let expected = if watcher.verified {
-                    "verified"
-                } else {
-                    "verifying"
-                };
-                prop_assert_eq!(state, Some(expected));
-                prop_assert_eq!(
-                    record.watcher.as_ref().and_then(|facts| facts.pid),
-                    Some(watcher.pid)
-                );
-            }
-            None => prop_assert!(!matches!(state, Some("verifying" | "verified"))),
-        }
+        self.watcher
+            .check_facts(record.watcher.as_ref())
+            .map_err(TestCaseError::fail)?;
         // One attempt per session, and only while no watcher runs.
         for name in NAMES {
-            let expected = self.live.get(name).is_some_and(|(_, lifetime)| {
-                self.watcher.is_none() && !self.attempted.contains(lifetime)
-            });
-            prop_assert_eq!(self.machine.watcher_attempt_allowed(name), expected);
+            let lifetime = self.live.get(name).map(|(_, lifetime)| *lifetime);
+            prop_assert_eq!(
+                self.machine.watcher_attempt_allowed(name),
+                self.watcher.may_attempt(lifetime)
+            );
         }
 
         // Budget: automatic spawns per session within the limit.

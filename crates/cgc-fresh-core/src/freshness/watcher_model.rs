@@ -1,0 +1,322 @@
+//! A reference model of the watcher rules, for the property tests of this
+//! crate and the fuzz target of the project: it builds the watcher
+//! supervisor's reports and says what the machine must make of each, from
+//! the plain reading of the spec, without looking at the machine.
+//!
+//! The rules modelled: a session lifetime makes one watcher attempt, only
+//! while no watcher runs; a report about the running watcher names its
+//! owner's live session and its pid (any other report is ignored); the
+//! first verification raises `watcher_started`, and a running sync then no
+//! longer has a say; a failure or death raises `watcher_not_verified`
+//! before verification and `watcher_died` after; a stop raises nothing; the
+//! watcher is gone when its lifetime ends or the service restarts.
+//!
+//! Compiled for this crate's tests and with the `model` feature.
+
+use std::collections::BTreeSet;
+
+use cgc_fresh_proto::NoticeCondition;
+
+use super::events::{Input, WatcherDecline};
+use super::record::WatcherRecord;
+use crate::config::WatchMode;
+
+/// A report of the watcher supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatcherReport {
+    Started,
+    SpawnFailed,
+    Busy,
+    DeclinedBackend,
+    DeclinedUnindexed,
+    Verified,
+    Failed,
+    Died,
+    Stopped,
+}
+
+impl WatcherReport {
+    /// Every report, for generators.
+    pub const ALL: [WatcherReport; 9] = [
+        WatcherReport::Started,
+        WatcherReport::SpawnFailed,
+        WatcherReport::Busy,
+        WatcherReport::DeclinedBackend,
+        WatcherReport::DeclinedUnindexed,
+        WatcherReport::Verified,
+        WatcherReport::Failed,
+        WatcherReport::Died,
+        WatcherReport::Stopped,
+    ];
+}
+
+/// Whether only a watcher report may raise `condition`.
+pub fn raised_by_watcher(condition: NoticeCondition) -> bool {
+    use NoticeCondition::*;
+    matches!(
+        condition,
+        WatcherStarted
+            | WatcherDeclinedBackend
+            | WatcherDeclinedUnindexed
+            | WatcherNotVerified
+            | WatcherDied
+            | WatcherSkippedBusy
+    )
+}
+
+/// The managed watcher, from an accepted `WatcherStarted` until a failure,
+/// death, stop, or the end of its lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunningWatcher {
+    pub lifetime: u64,
+    pub name: &'static str,
+    pub pid: u32,
+    pub verified: bool,
+}
+
+/// What the machine must make of a report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WatcherVerdict {
+    /// The report changes nothing at all.
+    pub ignored: bool,
+    /// The one notice it raises (to the lifetime's session), if any.
+    pub notice: Option<NoticeCondition>,
+    /// It verified the running watcher: a running sync no longer has a say.
+    pub verified_now: bool,
+}
+
+/// The model's watcher state.
+#[derive(Debug, Clone, Default)]
+pub struct WatcherModel {
+    running: Option<RunningWatcher>,
+    /// Lifetimes that made their one attempt.
+    attempted: BTreeSet<u64>,
+    /// The last pid handed out (pids only grow).
+    last_pid: u32,
+}
+
+impl WatcherModel {
+    /// A model whose first watcher gets pid `first_pid`.
+    pub fn new(first_pid: u32) -> Self {
+        WatcherModel {
+            last_pid: first_pid.saturating_sub(1),
+            ..WatcherModel::default()
+        }
+    }
+
+    /// The running watcher, if one runs.
+    pub fn running(&self) -> Option<RunningWatcher> {
+        self.running
+    }
+
+    /// Whether a verified watcher runs (it then owns freshness).
+    pub fn verified(&self) -> bool {
+        self.running.is_some_and(|watcher| watcher.verified)
+    }
+
+    /// Whether the session live as `lifetime` may make its attempt now.
+    pub fn may_attempt(&self, lifetime: Option<u64>) -> bool {
+        lifetime
+            .is_some_and(|lifetime| self.running.is_none() && !self.attempted.contains(&lifetime))
+    }
+
+    /// The session a report names: the running watcher's owner when
+    /// `owner` is set and a watcher runs, else `name`.
+    pub fn subject(&self, owner: bool, name: &'static str) -> &'static str {
+        match self.running {
+            Some(watcher) if owner => watcher.name,
+            _ => name,
+        }
+    }
+
+    /// Builds report `kind` from session `name` (live as `lifetime`, or not
+    /// live), naming the running watcher's pid when `right_pid` (another pid
+    /// otherwise), and applies it to the model.
+    pub fn report(
+        &mut self,
+        kind: WatcherReport,
+        name: &'static str,
+        lifetime: Option<u64>,
+        right_pid: bool,
+        mode: WatchMode,
+    ) -> (Input, WatcherVerdict) {
+        let session = name.to_owned();
+        let opener = lifetime.filter(|_| self.may_attempt(lifetime));
+        let pid = match self.running {
+            Some(watcher) if right_pid => watcher.pid,
+            Some(watcher) => watcher.pid.wrapping_add(1),
+            None => 1,
+        };
+        let about_running = lifetime.is_some_and(|lifetime| {
+            self.running
+                .is_some_and(|watcher| watcher.lifetime == lifetime && watcher.pid == pid)
+        });
+        let mut verdict = WatcherVerdict::default();
+        let input = match kind {
+            WatcherReport::Started
+            | WatcherReport::SpawnFailed
+            | WatcherReport::Busy
+            | WatcherReport::DeclinedBackend
+            | WatcherReport::DeclinedUnindexed => {
+                match opener {
+                    None => verdict.ignored = true,
+                    Some(lifetime) => {
+                        self.attempted.insert(lifetime);
+                        verdict.notice = attempt_notice(kind);
+                    }
+                }
+                self.attempt_input(kind, name, opener, mode)
+            }
+            WatcherReport::Verified => {
+                match &mut self.running {
+                    Some(watcher) if about_running && !watcher.verified => {
+                        watcher.verified = true;
+                        verdict.notice = Some(NoticeCondition::WatcherStarted);
+                        verdict.verified_now = true;
+                    }
+                    _ => verdict.ignored = true,
+                }
+                Input::WatcherVerified { session, pid }
+            }
+            WatcherReport::Failed | WatcherReport::Died => {
+                if about_running {
+                    verdict.notice = Some(if self.verified() {
+                        NoticeCondition::WatcherDied
+                    } else {
+                        NoticeCondition::WatcherNotVerified
+                    });
+                    self.running = None;
+                } else {
+                    verdict.ignored = true;
+                }
+                let error = "exit status 1".to_owned();
+                if kind == WatcherReport::Failed {
+                    Input::WatcherFailed {
+                        session,
+                        pid,
+                        error,
+                    }
+                } else {
+                    Input::WatcherDied {
+                        session,
+                        pid,
+                        error,
+                    }
+                }
+            }
+            WatcherReport::Stopped => {
+                if about_running {
+                    self.running = None;
+                } else {
+                    verdict.ignored = true;
+                }
+                Input::WatcherStopped { session, pid }
+            }
+        };
+        (input, verdict)
+    }
+
+    /// The input of an attempt's outcome; a `Started` that opens the
+    /// session's attempt makes its watcher the running one.
+    fn attempt_input(
+        &mut self,
+        kind: WatcherReport,
+        name: &'static str,
+        opener: Option<u64>,
+        mode: WatchMode,
+    ) -> Input {
+        let session = name.to_owned();
+        match kind {
+            WatcherReport::Started => {
+                self.last_pid = self.last_pid.wrapping_add(1);
+                if let Some(lifetime) = opener {
+                    self.running = Some(RunningWatcher {
+                        lifetime,
+                        name,
+                        pid: self.last_pid,
+                        verified: false,
+                    });
+                }
+                Input::WatcherStarted {
+                    session,
+                    mode,
+                    pid: self.last_pid,
+                }
+            }
+            WatcherReport::SpawnFailed => Input::WatcherSpawnFailed {
+                session,
+                mode,
+                error: "cgc: not found".into(),
+            },
+            WatcherReport::Busy => Input::WatcherBusy {
+                session,
+                mode,
+                holder: "pid 7: cgc mcp start".into(),
+            },
+            WatcherReport::DeclinedBackend => Input::WatcherDeclined {
+                session,
+                reason: WatcherDecline::Backend("kuzudb (cgc doctor)".into()),
+            },
+            _ => Input::WatcherDeclined {
+                session,
+                reason: WatcherDecline::Unindexed,
+            },
+        }
+    }
+
+    /// The lifetime ended: its watcher, if it runs one, is gone.
+    pub fn end_lifetime(&mut self, lifetime: u64) {
+        if self
+            .running
+            .is_some_and(|watcher| watcher.lifetime == lifetime)
+        {
+            self.running = None;
+        }
+    }
+
+    /// The service restarted: no watcher runs and no lifetime is live.
+    pub fn restart(&mut self) {
+        self.running = None;
+        self.attempted.clear();
+    }
+
+    /// Checks the record's watcher facts against the model: the running
+    /// watcher's state and pid, and no live-sounding state for a watcher
+    /// that is gone.
+    pub fn check_facts(&self, facts: Option<&WatcherRecord>) -> Result<(), String> {
+        let state = facts.map(|facts| facts.state.as_str());
+        match self.running {
+            Some(watcher) => {
+                let expected = if watcher.verified {
+                    "verified"
+                } else {
+                    "verifying"
+                };
+                if state != Some(expected) {
+                    return Err(format!("watcher state {state:?}, expected {expected}"));
+                }
+                let pid = facts.and_then(|facts| facts.pid);
+                if pid != Some(watcher.pid) {
+                    return Err(format!("watcher pid {pid:?}, expected {}", watcher.pid));
+                }
+            }
+            None => {
+                if matches!(state, Some("verifying" | "verified")) {
+                    return Err(format!("facts of a watcher that is gone: {facts:?}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The notice an attempt's outcome raises, if it opens the attempt.
+fn attempt_notice(kind: WatcherReport) -> Option<NoticeCondition> {
+    match kind {
+        WatcherReport::SpawnFailed => Some(NoticeCondition::WatcherNotVerified),
+        WatcherReport::Busy => Some(NoticeCondition::WatcherSkippedBusy),
+        WatcherReport::DeclinedBackend => Some(NoticeCondition::WatcherDeclinedBackend),
+        WatcherReport::DeclinedUnindexed => Some(NoticeCondition::WatcherDeclinedUnindexed),
+        _ => None,
+    }
+}
