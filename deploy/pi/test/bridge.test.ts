@@ -41,6 +41,20 @@ function factory(overrides: BridgeOptions = {}) {
   });
 }
 
+/**
+ * The usual start: a fake service, a bridge for session `sessionId` whose
+ * `session_start` has reached the service (hello, subscribe, session_start).
+ */
+async function startedSession(sessionId: string, overrides: BridgeOptions = {}) {
+  service = await FakeService.start(socketPath);
+  const api = new FakeApi();
+  const ctx = new FakeCtx(sandbox.workspace, sessionId);
+  factory(overrides)(api.asApi());
+  api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
+  await waitUntil(() => service!.frames().length === 3, "the preamble");
+  return { api, ctx, fake: service };
+}
+
 function count(event: string): number {
   return debugEvents.filter((e) => e.event === event).length;
 }
@@ -167,23 +181,18 @@ describe("queueing while disconnected", () => {
   });
 
   it("replays the session after the service drops the connection, and clears the footer meanwhile", async () => {
-    service = await FakeService.start(socketPath);
-    const api = new FakeApi();
-    const ctx = new FakeCtx(sandbox.workspace, "sess-r");
-    factory()(api.asApi());
-    api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
-    await waitUntil(() => service!.frames().length === 3, "the preamble");
-    service.push({ type: "state", workspace: "/w", status: "fresh", edit_epoch: 0, syncing: false });
+    const { api, ctx, fake } = await startedSession("sess-r");
+    fake.push({ type: "state", workspace: "/w", status: "fresh", edit_epoch: 0, syncing: false });
     await waitUntil(() => ctx.footer() === "graph: fresh", "the footer");
 
-    service.dropClients();
+    fake.dropClients();
     await waitUntil(() => ctx.statuses.at(-1)?.[1] === undefined, "the footer to clear");
     assert.deepEqual(ctx.notifications, [], "a dead service raises no error UI");
 
     api.emit("tool_call", toolCall("write", { path: "after.rs" }), ctx);
-    await waitUntil(() => service!.connections[1]?.frames.length === 4, "the replayed session");
+    await waitUntil(() => fake.connections[1]?.frames.length === 4, "the replayed session");
     assert.deepEqual(
-      service.connections[1]!.frames.map((f) => [f.type, f.session ?? null]),
+      fake.connections[1]!.frames.map((f) => [f.type, f.session ?? null]),
       [
         ["hello", null],
         ["subscribe", null],
@@ -196,21 +205,16 @@ describe("queueing while disconnected", () => {
 
 describe("what the person sees", () => {
   it("shows notices with ctx.ui.notify and the state in the footer, only for this session", async () => {
-    service = await FakeService.start(socketPath);
     let now = 1_700_000_000_000;
-    const api = new FakeApi();
-    const ctx = new FakeCtx(sandbox.workspace, "sess-n");
-    factory({ now: () => now })(api.asApi());
-    api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
-    await waitUntil(() => service!.frames().length === 3, "the preamble");
+    const { api, ctx, fake } = await startedSession("sess-n", { now: () => now });
 
-    service.push({ type: "state", workspace: "/w", status: "possibly_stale", stale_since: now - 180_000, edit_epoch: 1, syncing: false });
+    fake.push({ type: "state", workspace: "/w", status: "possibly_stale", stale_since: now - 180_000, edit_epoch: 1, syncing: false });
     await waitUntil(() => ctx.footer() === "graph: possibly stale since 3m", "the stale footer");
 
-    service.push({ type: "notice", session: "sess-n", condition: "possibly_stale", level: "warning", text: "The code graph may be stale.", audience: "user" });
-    service.push({ type: "notice", session: "someone-else", condition: "possibly_stale", level: "warning", text: "not for this session", audience: "user" });
-    service.push({ type: "notice", condition: "state_write_failed", level: "error", text: "state could not be saved", audience: "user" });
-    service.push({ type: "state", workspace: "/w", status: "syncing", stale_since: now - 180_000, edit_epoch: 1, syncing: true });
+    fake.push({ type: "notice", session: "sess-n", condition: "possibly_stale", level: "warning", text: "The code graph may be stale.", audience: "user" });
+    fake.push({ type: "notice", session: "someone-else", condition: "possibly_stale", level: "warning", text: "not for this session", audience: "user" });
+    fake.push({ type: "notice", condition: "state_write_failed", level: "error", text: "state could not be saved", audience: "user" });
+    fake.push({ type: "state", workspace: "/w", status: "syncing", stale_since: now - 180_000, edit_epoch: 1, syncing: true });
     await waitUntil(() => ctx.footer() === "graph: syncing…", "the syncing footer");
     assert.deepEqual(ctx.notifications, [
       ["The code graph may be stale.", "warning"],
@@ -218,7 +222,7 @@ describe("what the person sees", () => {
     ]);
 
     // Relative times are refreshed by later events, without a timer.
-    service.push({ type: "state", workspace: "/w", status: "possibly_stale", stale_since: now - 180_000, edit_epoch: 2, syncing: false });
+    fake.push({ type: "state", workspace: "/w", status: "possibly_stale", stale_since: now - 180_000, edit_epoch: 2, syncing: false });
     await waitUntil(() => ctx.footer() === "graph: possibly stale since 3m", "the stale footer again");
     now += 2 * 60_000;
     api.emit("tool_result", toolResult("edit", false), ctx);
@@ -227,14 +231,9 @@ describe("what the person sees", () => {
   });
 
   it("shows a refused session (error code unavailable) to the person, other errors not", async () => {
-    service = await FakeService.start(socketPath);
-    const api = new FakeApi();
-    const ctx = new FakeCtx(sandbox.workspace, "sess-r");
-    factory()(api.asApi());
-    api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
-    await waitUntil(() => service!.frames().length === 3, "the preamble");
-    service.push({ type: "error", code: "bad_request", field: "paths", message: "field `paths`: invalid type" });
-    service.push({ type: "error", code: "unavailable", message: "1024 sessions are live in this workspace; end one first." });
+    const { api, ctx, fake } = await startedSession("sess-r");
+    fake.push({ type: "error", code: "bad_request", field: "paths", message: "field `paths`: invalid type" });
+    fake.push({ type: "error", code: "unavailable", message: "1024 sessions are live in this workspace; end one first." });
     await waitUntil(() => ctx.notifications.length === 1, "the refusal");
     assert.deepEqual(ctx.notifications, [["cgc-fresh: 1024 sessions are live in this workspace; end one first.", "warning"]]);
     assert.deepEqual(api.forbidden, [], "nothing went to the agent");
@@ -421,31 +420,21 @@ describe("robustness", () => {
   });
 
   it("survives garbage from the service and still shows the next good notice", async () => {
-    service = await FakeService.start(socketPath);
-    const api = new FakeApi();
-    const ctx = new FakeCtx(sandbox.workspace, "sess-x");
-    factory()(api.asApi());
-    api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
-    await waitUntil(() => service!.frames().length === 3, "the preamble");
+    const { ctx, fake } = await startedSession("sess-x");
     for (const line of ["not json", "[1,2]", "null", '{"type":"notice"}', '{"type":"state"}', '{"type":"notice","text":5}', '{"type":"ack","id":999}', '{"type":"error","code":"bad_json","message":"?"}', '\r']) {
-      service.push(line);
+      fake.push(line);
     }
-    service.push({ type: "notice", level: "shout", text: "still here", audience: "user" });
-    service.push({ type: "notice", level: "info", text: "for an agent", audience: "agent" });
-    service.push({ type: "state", status: "fresh", edit_epoch: 0, syncing: false });
+    fake.push({ type: "notice", level: "shout", text: "still here", audience: "user" });
+    fake.push({ type: "notice", level: "info", text: "for an agent", audience: "agent" });
+    fake.push({ type: "state", status: "fresh", edit_epoch: 0, syncing: false });
     await waitUntil(() => ctx.footer() === "graph: fresh", "the good state");
     assert.deepEqual(ctx.notifications, [["still here", "info"]]);
     assert.ok(count("line_ignored") >= 5);
   });
 
   it("drops a connection that sends an endless line, without error UI", async () => {
-    service = await FakeService.start(socketPath);
-    const api = new FakeApi();
-    const ctx = new FakeCtx(sandbox.workspace, "sess-big");
-    factory()(api.asApi());
-    api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
-    await waitUntil(() => service!.frames().length === 3, "the preamble");
-    service.push("x".repeat(100 * 1024));
+    const { ctx, fake } = await startedSession("sess-big");
+    fake.push("x".repeat(100 * 1024));
     await waitUntil(() => count("disconnected") === 1, "the bridge to drop the connection");
     assert.equal(count("line_too_long"), 1);
     assert.deepEqual(ctx.notifications, []);
