@@ -71,7 +71,7 @@ impl Project {
             "cgc index failed: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        assert_eq!(project.functions_named("old_name").len(), 1, "indexed");
+        project.assert_graph(&["old_name"], &[], "indexed");
         project
     }
 
@@ -102,6 +102,22 @@ impl Project {
             .unwrap_or_else(|| panic!("no JSON in query output: {stdout}"));
         serde_json::from_str::<Vec<Value>>(stdout[start..].trim())
             .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    }
+
+    /// Asserts that the graph has exactly one function named each of
+    /// `present` and none named any of `absent`.
+    fn assert_graph(&self, present: &[&str], absent: &[&str], why: &str) {
+        for name in present {
+            let found = self.functions_named(name);
+            assert_eq!(found.len(), 1, "{why}: `{name}` in the graph: {found:?}");
+        }
+        for name in absent {
+            let found = self.functions_named(name);
+            assert!(
+                found.is_empty(),
+                "{why}: `{name}` still in the graph: {found:?}"
+            );
+        }
     }
 
     fn service(&self, extra: &[(&str, &str)]) -> Service {
@@ -169,6 +185,13 @@ fn agent_edit(conn: &mut Conn, tool: &str, path: &str, write: impl FnOnce()) {
     conn.send(json!({"type": "tool_result", "session": "s1", "tool": tool, "ok": true}));
 }
 
+/// The agent renames function `from` to `to` in `pkg/alpha.py`, reported as
+/// an `edit` the way the harness does.
+fn agent_renames(conn: &mut Conn, project: &Project, from: &str, to: &str) {
+    let alpha = project.path("pkg/alpha.py");
+    agent_edit(conn, "edit", "pkg/alpha.py", || rename_in(&alpha, from, to));
+}
+
 fn sync_spawns(service: &Service) -> usize {
     service
         .log_events("spawn")
@@ -183,22 +206,11 @@ fn a_renamed_function_reaches_the_graph_before_fresh_is_reported() {
     let project = Project::new(cgc);
     let service = project.service(&[]);
     let mut conn = harness(&service);
-    let alpha = project.path("pkg/alpha.py");
-    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        rename_in(&alpha, "old_name", "new_name")
-    });
+    agent_renames(&mut conn, &project, "old_name", "new_name");
     conn.wait_status("possibly_stale");
     let (fresh, _) = conn.wait_status("fresh");
     assert!(fresh["last_synced_at"].is_u64());
-    assert_eq!(
-        project.functions_named("new_name").len(),
-        1,
-        "the new name is in the graph"
-    );
-    assert!(
-        project.functions_named("old_name").is_empty(),
-        "the old name is gone from the graph"
-    );
+    project.assert_graph(&["new_name"], &["old_name"], "the rename reached the graph");
 }
 
 #[test]
@@ -216,14 +228,10 @@ fn a_deleted_file_and_an_added_file_reach_the_graph_before_fresh() {
         fs::write(&gamma, "def gamma_added():\n    return 7\n").unwrap()
     });
     conn.wait_status("fresh");
-    assert!(
-        project.functions_named("beta_main").is_empty(),
-        "the deleted file's function is gone"
-    );
-    assert_eq!(
-        project.functions_named("gamma_added").len(),
-        1,
-        "the added file's function is there"
+    project.assert_graph(
+        &["gamma_added"],
+        &["beta_main"],
+        "the deletion and the addition reached the graph",
     );
 }
 
@@ -252,17 +260,17 @@ fn the_index_strategy_is_reported_not_applied_never_fresh() {
     let project = Project::new(cgc);
     let service = project.service(&[("CGC_SYNC_STRATEGY", "index")]);
     let mut conn = harness(&service);
-    let alpha = project.path("pkg/alpha.py");
-    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        rename_in(&alpha, "old_name", "new_name")
-    });
+    agent_renames(&mut conn, &project, "old_name", "new_name");
     conn.wait_seen("not applied", |f| f["condition"] == "sync_not_applied");
     let state = conn.request(json!({"type": "status"}), 9);
     assert_eq!(state["status"], "possibly_stale", "{state}");
     assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
     // And indeed the graph did not change: this is the false fresh made visible.
-    assert!(project.functions_named("new_name").is_empty());
-    assert_eq!(project.functions_named("old_name").len(), 1);
+    project.assert_graph(
+        &["old_name"],
+        &["new_name"],
+        "the index strategy applied nothing",
+    );
 }
 
 #[test]
@@ -271,14 +279,9 @@ fn an_edit_during_a_real_sync_stays_stale_and_causes_exactly_one_follow_up() {
     let project = Project::new(cgc);
     let service = project.service(&[]);
     let mut conn = harness(&service);
-    let alpha = project.path("pkg/alpha.py");
-    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        rename_in(&alpha, "old_name", "mid_name")
-    });
+    agent_renames(&mut conn, &project, "old_name", "mid_name");
     conn.wait_status("syncing");
-    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        rename_in(&alpha, "mid_name", "final_name")
-    });
+    agent_renames(&mut conn, &project, "mid_name", "final_name");
     conn.wait_status("fresh");
     // The first completion recorded its time but claimed nothing: the
     // follow-up was already running (syncing, with a last sync time) before
@@ -308,8 +311,11 @@ fn an_edit_during_a_real_sync_stays_stale_and_causes_exactly_one_follow_up() {
         2,
         "one sync plus exactly one follow-up"
     );
-    assert_eq!(project.functions_named("final_name").len(), 1);
-    assert!(project.functions_named("mid_name").is_empty());
+    project.assert_graph(
+        &["final_name"],
+        &["mid_name"],
+        "the follow-up applied the last edit",
+    );
 }
 
 fn rename_in(path: &std::path::Path, from: &str, to: &str) {
@@ -325,10 +331,7 @@ fn on_mode_verifies_a_real_watcher_and_an_edit_reaches_the_graph_through_it() {
     let mut conn = harness(&service);
     let (fresh, _) = conn.wait_status("fresh");
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
-    let alpha = project.path("pkg/alpha.py");
-    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        rename_in(&alpha, "old_name", "watched_name")
-    });
+    agent_renames(&mut conn, &project, "old_name", "watched_name");
     assert_eq!(
         conn.request(json!({"type": "status"}), 3)["status"],
         "fresh"
@@ -349,12 +352,11 @@ fn on_mode_verifies_a_real_watcher_and_an_edit_reaches_the_graph_through_it() {
         0,
         "the watcher, not a sync, applied the edit"
     );
-    assert_eq!(
-        project.functions_named("watched_name").len(),
-        1,
-        "the edit reached the graph"
+    project.assert_graph(
+        &["watched_name"],
+        &["old_name"],
+        "the edit reached the graph",
     );
-    assert!(project.functions_named("old_name").is_empty());
 }
 
 #[test]
@@ -521,17 +523,18 @@ fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph(
     let (fresh, _) = conn.wait_status("fresh");
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
-    let alpha = project.path("pkg/alpha.py");
-    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
-        rename_in(&alpha, "old_name", "served_name")
-    });
+    agent_renames(&mut conn, &project, "old_name", "served_name");
     // A server backend has no lock: ask the graph while the watcher runs.
     wait_until(
         "the watcher to apply the edit",
         Duration::from_secs(30),
         || project.functions_named("served_name").len() == 1,
     );
-    assert!(project.functions_named("old_name").is_empty());
+    project.assert_graph(
+        &["served_name"],
+        &["old_name"],
+        "the watcher applied the edit",
+    );
     assert_eq!(
         sync_spawns(&service),
         0,

@@ -305,18 +305,21 @@ mod tests {
         }
     }
 
+    /// Spawns `script` (which prints `ready`) under `token`, stops it with
+    /// the usual plan, and returns what the stop did.
+    async fn stop_script(token: &str, script: &str) -> StopReport {
+        let supervision = Supervision::start();
+        let (target, mut exited) = supervision.spawn_ready(token, script).await;
+        stop_child(&target, StopPlan { grace: GRACE }, &mut exited, "test").await
+    }
+
     #[test]
     fn sigint_stops_a_cooperative_child() {
         isolated_async_test(
             module_path!(),
             "sigint_stops_a_cooperative_child",
             || async {
-                let supervision = Supervision::start();
-                let (target, mut exited) = supervision
-                    .spawn_ready("stop-test.int", "echo ready; exec sleep 1000")
-                    .await;
-                let report =
-                    stop_child(&target, StopPlan { grace: GRACE }, &mut exited, "test").await;
+                let report = stop_script("stop-test.int", "echo ready; exec sleep 1000").await;
                 assert_eq!(report.last_signal, Some(StopSignal::Interrupt));
                 assert_eq!(report.status.and_then(|s| s.signal()), Some(libc::SIGINT));
                 assert!(report.stragglers_killed.is_empty());
@@ -330,12 +333,8 @@ mod tests {
             module_path!(),
             "child_ignoring_sigint_is_stopped_by_sigterm",
             || async {
-                let supervision = Supervision::start();
-                let (target, mut exited) = supervision
-                    .spawn_ready("stop-test.term", "trap '' INT; echo ready; exec sleep 1000")
-                    .await;
                 let report =
-                    stop_child(&target, StopPlan { grace: GRACE }, &mut exited, "test").await;
+                    stop_script("stop-test.term", "trap '' INT; echo ready; exec sleep 1000").await;
                 assert_eq!(report.last_signal, Some(StopSignal::Terminate));
                 assert_eq!(report.status.and_then(|s| s.signal()), Some(libc::SIGTERM));
             },
@@ -348,15 +347,11 @@ mod tests {
             module_path!(),
             "child_ignoring_sigint_and_sigterm_is_killed",
             || async {
-                let supervision = Supervision::start();
-                let (target, mut exited) = supervision
-                    .spawn_ready(
-                        "stop-test.kill",
-                        "trap '' INT TERM; echo ready; exec sleep 1000",
-                    )
-                    .await;
-                let report =
-                    stop_child(&target, StopPlan { grace: GRACE }, &mut exited, "test").await;
+                let report = stop_script(
+                    "stop-test.kill",
+                    "trap '' INT TERM; echo ready; exec sleep 1000",
+                )
+                .await;
                 assert_eq!(report.last_signal, Some(StopSignal::Kill));
                 assert_eq!(report.status.and_then(|s| s.signal()), Some(libc::SIGKILL));
             },
