@@ -346,6 +346,16 @@ impl FakeCgc {
             .collect()
     }
 
+    /// The first `end` record (how an invocation ended), once written.
+    pub fn wait_end_record(&self) -> Value {
+        let mut end = None;
+        wait_until("the fake's end record", Duration::from_secs(10), || {
+            end = self.records().into_iter().find(|r| r["event"] == "end");
+            end.is_some()
+        });
+        end.unwrap_or_default()
+    }
+
     /// Every pid the log names (invocations and daemons).
     pub fn all_pids(&self) -> Vec<i32> {
         let mut pids: Vec<i32> = self

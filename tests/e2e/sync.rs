@@ -58,14 +58,7 @@ fn first_drift_triggers_a_background_sync_that_reconciles_and_reports_fresh() {
     let canonical = std::fs::canonicalize(sandbox.workspace()).unwrap();
     assert_eq!(call["cwd"], canonical.display().to_string());
     // Stopped with one SIGINT after the ready line: a clean exit 0.
-    wait_until("the fake's end record", Duration::from_secs(10), || {
-        fake.records().iter().any(|r| r["event"] == "end")
-    });
-    let end = fake
-        .records()
-        .into_iter()
-        .find(|r| r["event"] == "end")
-        .unwrap();
+    let end = fake.wait_end_record();
     assert_eq!(end["how"], json!({"exit": 0}), "{end}");
 }
 

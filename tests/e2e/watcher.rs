@@ -59,14 +59,7 @@ fn on_mode_spawns_the_watcher_verifies_it_and_it_owns_freshness() {
     wait_until("the watcher to stop", Duration::from_secs(5), || {
         !is_alive(pid)
     });
-    wait_until("its end record", Duration::from_secs(5), || {
-        fake.records().iter().any(|r| r["event"] == "end")
-    });
-    let end = fake
-        .records()
-        .into_iter()
-        .find(|r| r["event"] == "end")
-        .unwrap();
+    let end = fake.wait_end_record();
     assert_eq!(end["how"], json!({"exit": 0}), "stopped gracefully: {end}");
     assert_eq!(end["handled_signal"], "INT", "{end}");
 }
