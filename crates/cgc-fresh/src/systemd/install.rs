@@ -456,13 +456,27 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    impl Fixture {
+        /// Runs `install` for the fixture's workspace; returns what it printed.
+        fn install(&self, fake: &FakeSystemctl, dry_run: bool) -> String {
+            let mut out = Vec::new();
+            install(&self.workspace, &self.host(fake), dry_run, &mut out).unwrap();
+            text(out)
+        }
+
+        /// Runs `uninstall` for the fixture's workspace; returns what it printed.
+        fn uninstall(&self, fake: &FakeSystemctl, dry_run: bool) -> String {
+            let mut out = Vec::new();
+            uninstall(&self.workspace, &self.host(fake), dry_run, &mut out).unwrap();
+            text(out)
+        }
+    }
+
     #[test]
     fn dry_run_prints_the_plan_and_changes_nothing() {
         let fx = Fixture::new();
         let fake = FakeSystemctl::available();
-        let mut out = Vec::new();
-        install(&fx.workspace, &fx.host(&fake), true, &mut out).unwrap();
-        let out = text(out);
+        let out = fx.install(&fake, true);
 
         let id = fx.id();
         for expected in [
@@ -494,9 +508,7 @@ mod tests {
     fn install_writes_the_files_then_reloads_and_enables_the_socket() {
         let fx = Fixture::new();
         let fake = FakeSystemctl::available();
-        let mut out = Vec::new();
-        install(&fx.workspace, &fx.host(&fake), false, &mut out).unwrap();
-        let out = text(out);
+        let out = fx.install(&fake, false);
         let id = fx.id();
 
         assert_eq!(
@@ -565,9 +577,7 @@ mod tests {
         let fx = Fixture::new();
         let mut fake = FakeSystemctl::available();
         fake.availability = Availability::Unavailable("`systemctl` is not on PATH".to_string());
-        let mut out = Vec::new();
-        install(&fx.workspace, &fx.host(&fake), false, &mut out).unwrap();
-        let out = text(out);
+        let out = fx.install(&fake, false);
 
         assert!(out.starts_with("Not installing systemd units: `systemctl` is not on PATH.\n"));
         assert!(out.contains(&format!(
@@ -582,11 +592,10 @@ mod tests {
     fn uninstall_disables_stops_and_removes_the_env_file_but_keeps_templates() {
         let fx = Fixture::new();
         let fake = FakeSystemctl::available();
-        install(&fx.workspace, &fx.host(&fake), false, &mut Vec::new()).unwrap();
+        fx.install(&fake, false);
         fake.calls.borrow_mut().clear();
 
-        let mut out = Vec::new();
-        uninstall(&fx.workspace, &fx.host(&fake), false, &mut out).unwrap();
+        let out = fx.uninstall(&fake, false);
         let id = fx.id();
         assert_eq!(
             fake.calls(),
@@ -598,12 +607,11 @@ mod tests {
         assert!(!fx.env_file().exists());
         assert!(fx.unit_dir().join("cgc-fresh@.socket").exists());
         assert!(fx.unit_dir().join("cgc-fresh@.service").exists());
-        assert!(text(out).contains(&format!("Uninstalled cgc-fresh@{id}.socket.")));
+        assert!(out.contains(&format!("Uninstalled cgc-fresh@{id}.socket.")));
 
         // A second uninstall finds nothing to remove and still succeeds.
-        let mut out = Vec::new();
-        uninstall(&fx.workspace, &fx.host(&fake), false, &mut out).unwrap();
-        assert!(text(out).contains(" ... done (was not there)\n"));
+        let out = fx.uninstall(&fake, false);
+        assert!(out.contains(" ... done (was not there)\n"));
     }
 
     #[test]
@@ -631,9 +639,7 @@ mod tests {
         fs::write(fx.env_file(), "CGC_FRESH_WORKSPACE=/x\n").unwrap();
 
         let fake = FakeSystemctl::available();
-        let mut out = Vec::new();
-        uninstall(&fx.workspace, &fx.host(&fake), true, &mut out).unwrap();
-        let out = text(out);
+        let out = fx.uninstall(&fake, true);
         assert!(out.contains(&format!("  3. remove {}\n", fx.env_file().display())));
         assert!(out.contains("Dry run: nothing was run and nothing was removed."));
 
