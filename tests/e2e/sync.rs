@@ -62,6 +62,48 @@ fn first_drift_triggers_a_background_sync_that_reconciles_and_reports_fresh() {
     assert_eq!(end["how"], json!({"exit": 0}), "{end}");
 }
 
+/// After its ready line the reconciling watch has done its work; on a
+/// loaded machine its clean exit after the SIGINT can take longer than the
+/// stop grace. It must be let finish (the time budget bounds it), not be
+/// SIGTERMed into a failed sync (seen with the real CLI under load: killed
+/// after printing "Watcher stopped.").
+#[test]
+fn a_reconcile_that_exits_slowly_after_its_sigint_is_not_killed_and_counts() {
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({"watch": {
+            "steps": [{"stdout": [{"cgc": "ready"}]}, {"hang": true}],
+            "on_sigint": {
+                "stdout": ["🛑 Stopping watcher..."],
+                "steps": [{"sleep_ms": 1500}, {"stdout": ["✓ Watcher stopped."]}],
+                "exit": 0
+            }
+        }}),
+        // Stop grace 500 ms: three times shorter than that exit.
+        &fast_env(&[]),
+    );
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "src/a.py");
+    conn.wait_status("fresh");
+    let end = fake.wait_end_record();
+    assert_eq!(end["how"], json!({"exit": 0}), "{end}");
+    assert_eq!(end["handled_signal"], "INT", "{end}");
+    let signals: Vec<Value> = service
+        .log_events("signal_sent")
+        .into_iter()
+        .filter(|e| e["reason"] == "reconcile complete")
+        .collect();
+    assert_eq!(signals.len(), 1, "exactly one SIGINT: {signals:?}");
+    assert_eq!(signals[0]["signal"], "SIGINT");
+    assert!(
+        service
+            .log_events("signal_sent")
+            .iter()
+            .all(|e| e["signal"] == "SIGINT"),
+        "no escalation"
+    );
+    assert_eq!(conn.count_seen(|f| f["condition"] == "sync_failed"), 0);
+}
+
 #[test]
 fn global_args_go_before_the_subcommand_and_strategies_are_honoured() {
     let (_sandbox, fake, service) = indexed_with_fake(

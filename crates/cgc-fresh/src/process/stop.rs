@@ -126,6 +126,29 @@ pub async fn stop_child(
     }
 }
 
+/// Sends one SIGINT to a child's process group, unless it has exited — and
+/// nothing more. For a child that finishes its work on SIGINT (a reconciling
+/// `cgc watch` after its ready line): how long it may then take to exit is
+/// bounded by its caller's own time budget, not by the stop grace, so that a
+/// slow but clean exit on a loaded machine is not turned into a kill.
+/// Returns whether the signal was sent.
+pub fn interrupt_child(target: &StopTarget, exited: &ExitReceiver, reason: &str) -> bool {
+    if exit_status(exited).is_some() {
+        return false;
+    }
+    if !group_is_signallable(target.pgid) {
+        tracing::error!(
+            event = "signal_refused",
+            pgid = target.pgid,
+            reason,
+            "refusing to signal a process group that is not a child's own"
+        );
+        return false;
+    }
+    signal_group(target.pgid, StopSignal::Interrupt, reason);
+    true
+}
+
 /// SIGKILLs a child's process group at once, for the second-signal and panic
 /// paths. No allocation, no locks, no async: safe to call from a panic hook.
 /// Returns whether the signal was delivered. Refuses pgids 0 and 1 and this

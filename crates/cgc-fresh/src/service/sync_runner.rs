@@ -21,7 +21,7 @@ use cgc_fresh_core::sync_plan::{
 use crate::process::busy::find_lock_holder;
 use crate::process::cgc_markers::{is_watch_ready_line, output_has_lock_error};
 use crate::process::spawn::ChildKind;
-use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
+use crate::supervisor::{ChildEvent, InterruptChild, RootSupervisor, SpawnChild, StopChild};
 
 /// Start the sync the machine decided on.
 #[derive(Message, Debug)]
@@ -78,12 +78,25 @@ enum Phase {
     Syncing { child: Option<u64> },
 }
 
+/// How the runner asked its child to end before it exited by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndRequest {
+    /// Reconciled (the ready line was seen): one SIGINT, after which the
+    /// child finishes cleanly; the time budget still bounds it. Escalating
+    /// after the short stop grace turned slow clean exits on a loaded
+    /// machine into kills, and so into failed syncs.
+    Interrupt,
+    /// Cancelled or out of time: the supervisor's full stop.
+    Stop(&'static str),
+}
+
 struct Run {
     flight: FlightId,
     session: Option<String>,
     phase: Phase,
     facts: SyncRunFacts,
-    stop_requested: bool,
+    /// What was asked of the child so far (sent once its id is known).
+    end_requested: Option<EndRequest>,
     /// `Spawned` went to the machine (a very fast child may exit before
     /// the spawn reply is processed; the report must still come first).
     spawned_reported: bool,
@@ -164,13 +177,10 @@ impl SyncRunner {
                             *child = Some(started.id)
                         }
                     }
-                    if run.stop_requested {
-                        // Asked to stop (ready line seen, or cancelled)
-                        // before we knew the child's id.
-                        act.supervisor.do_send(StopChild {
-                            id: started.id,
-                            reason: "stop requested",
-                        });
+                    if let Some(request) = run.end_requested {
+                        // Asked to end (ready line seen, cancelled, out
+                        // of time) before we knew the child's id.
+                        send_end(&act.supervisor, started.id, request);
                     }
                     if matches!(run.phase, Phase::Syncing { .. }) {
                         let timeout =
@@ -235,12 +245,26 @@ impl SyncRunner {
         };
         tracing::warn!(event = "sync_timeout", flight = flight.0, child);
         run.facts.timed_out = true;
-        run.stop_requested = true;
+        self.request_end(EndRequest::Stop("time budget exhausted"));
+    }
+
+    /// Asks the running child to end, unless it was already asked as much
+    /// or more (a stop is never downgraded to an interrupt, nor repeated).
+    fn request_end(&mut self, request: EndRequest) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        match (run.end_requested, request) {
+            (Some(EndRequest::Stop(_)), _)
+            | (Some(EndRequest::Interrupt), EndRequest::Interrupt) => return,
+            _ => {}
+        }
+        run.end_requested = Some(request);
+        let child = match &run.phase {
+            Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
+        };
         if let Some(id) = child {
-            self.supervisor.do_send(StopChild {
-                id,
-                reason: "time budget exhausted",
-            });
+            send_end(&self.supervisor, id, request);
         }
     }
 
@@ -277,7 +301,7 @@ impl SyncRunner {
                     self.known_indexed = true;
                     run.phase = Phase::Syncing { child: None };
                     run.facts = SyncRunFacts::default();
-                    run.stop_requested = false;
+                    run.end_requested = None;
                     run.spawned_reported = false;
                     self.run = Some(run);
                     self.start_sync(ctx);
@@ -351,7 +375,7 @@ impl Handler<RunSync> for SyncRunner {
             session: msg.session.clone(),
             phase: Phase::Syncing { child: None },
             facts: SyncRunFacts::default(),
-            stop_requested: false,
+            end_requested: None,
             spawned_reported: false,
             timer: None,
         };
@@ -391,16 +415,7 @@ impl Handler<CancelRun> for SyncRunner {
             return;
         };
         run.facts.cancelled = true;
-        run.stop_requested = true;
-        let child = match &run.phase {
-            Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
-        };
-        if let Some(id) = child {
-            self.supervisor.do_send(StopChild {
-                id,
-                reason: "sync cancelled: its session ended",
-            });
-        }
+        self.request_end(EndRequest::Stop("sync cancelled: its session ended"));
     }
 }
 
@@ -422,7 +437,7 @@ impl Handler<ChildEvent> for SyncRunner {
                             lines.push(text);
                         }
                     }
-                    Phase::Syncing { child } => {
+                    Phase::Syncing { .. } => {
                         if output_has_lock_error(&text) {
                             run.facts.lock_error = true;
                         }
@@ -433,16 +448,8 @@ impl Handler<ChildEvent> for SyncRunner {
                             run.facts.saw_ready = true;
                             // Reconciled: one SIGINT stops it cleanly (a
                             // second would make it exit 130 mid-stop). If
-                            // the spawn reply is not in yet, it stops then.
-                            if !run.stop_requested {
-                                run.stop_requested = true;
-                                if let Some(id) = *child {
-                                    self.supervisor.do_send(StopChild {
-                                        id,
-                                        reason: "reconcile complete",
-                                    });
-                                }
-                            }
+                            // the spawn reply is not in yet, it goes then.
+                            self.request_end(EndRequest::Interrupt);
                         }
                     }
                 }
@@ -480,5 +487,16 @@ impl Handler<ForgetSession> for SyncRunner {
     type Result = ();
     fn handle(&mut self, msg: ForgetSession, _: &mut Self::Context) {
         self.known_unindexed.remove(&Some(msg.0));
+    }
+}
+
+/// Sends what `request` asks for to the supervisor.
+fn send_end(supervisor: &Addr<RootSupervisor>, id: u64, request: EndRequest) {
+    match request {
+        EndRequest::Interrupt => supervisor.do_send(InterruptChild {
+            id,
+            reason: "reconcile complete",
+        }),
+        EndRequest::Stop(reason) => supervisor.do_send(StopChild { id, reason }),
     }
 }

@@ -27,7 +27,7 @@ use crate::process::capture::{capture_output, log_child_line, CaptureLimits, Out
 use crate::process::proc_info::processes_with_owner_token;
 use crate::process::reap::{ExitReceiver, ExitWatchers, ReapedProcess, Reaper};
 use crate::process::spawn::{child_owner_token, spawn_child, ChildKind, SpawnError, SpawnSpec};
-use crate::process::stop::{stop_child, StopPlan, StopTarget};
+use crate::process::stop::{interrupt_child, stop_child, StopPlan, StopTarget};
 use registry::{Registry, RegistryEntry, RegistryFile};
 
 /// How long to wait for a child's output pipes to drain after it exited
@@ -81,6 +81,15 @@ pub struct ChildStarted {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct StopChild {
+    pub id: u64,
+    pub reason: &'static str,
+}
+
+/// Send one SIGINT to a child's group and leave the rest to the child (see
+/// [`crate::process::stop::interrupt_child`]).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct InterruptChild {
     pub id: u64,
     pub reason: &'static str,
 }
@@ -373,6 +382,29 @@ impl Handler<StopChild> for RootSupervisor {
         if let Some(stop) = self.stop_future(msg.id, msg.reason) {
             ctx.spawn(stop.into_actor(self));
         }
+    }
+}
+
+impl Handler<InterruptChild> for RootSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: InterruptChild, _: &mut Self::Context) {
+        let Some(child) = self.children.get(&msg.id) else {
+            return;
+        };
+        let target = StopTarget {
+            pid: child.entry.pid,
+            pgid: child.entry.pgid,
+            owner_token: child.entry.owner_token.clone(),
+        };
+        let sent = interrupt_child(&target, &child.exited, msg.reason);
+        tracing::info!(
+            event = "child_interrupted",
+            id = msg.id,
+            pid = target.pid,
+            pgid = target.pgid,
+            reason = msg.reason,
+            sent,
+        );
     }
 }
 
