@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{wait_until, Conn, Sandbox, BIN};
+use crate::support::{Conn, Sandbox, BIN};
 
 fn have(tool: &str) -> bool {
     Command::new("sh")
@@ -72,11 +72,8 @@ fn socket_activation_passes_the_socket_in_and_ready_is_notified() {
         .stderr(log)
         .spawn()
         .unwrap();
-    wait_until("the activation socket", Duration::from_secs(10), || {
-        socket.exists()
-    });
     // The service starts on the first connection, on the socket it was given.
-    let mut conn = Conn::connect(&socket);
+    let mut conn = Conn::connect_when_listening(&socket);
     let welcome = conn.hello();
     assert_eq!(
         welcome["pid"],

@@ -339,10 +339,7 @@ fn a_deleted_systemd_socket_is_not_replaced_and_the_loss_is_logged() {
         .stderr(fs::File::create(&log_path).unwrap())
         .spawn()
         .expect("systemd-socket-activate is required (Debian's systemd package)");
-    wait_until("the activation socket", Duration::from_secs(10), || {
-        socket.exists()
-    });
-    let mut conn = Conn::connect(&socket);
+    let mut conn = Conn::connect_when_listening(&socket);
     conn.hello();
     wait_until("the service to be serving", Duration::from_secs(10), || {
         fs::read_to_string(&log_path)

@@ -213,7 +213,22 @@ pub struct Conn {
 
 impl Conn {
     pub fn connect(socket: &Path) -> Conn {
-        let stream = UnixStream::connect(socket).expect("connect");
+        Conn::from_stream(UnixStream::connect(socket).expect("connect"))
+    }
+
+    /// Connects once something listens on `socket` (within 10 s). A socket
+    /// file exists from `bind(2)` on, before `listen(2)`: until then a
+    /// connect is refused, which is no failure of the listener.
+    pub fn connect_when_listening(socket: &Path) -> Conn {
+        let mut stream = None;
+        wait_until("a listener on the socket", Duration::from_secs(10), || {
+            stream = UnixStream::connect(socket).ok();
+            stream.is_some()
+        });
+        Conn::from_stream(stream.expect("connected"))
+    }
+
+    fn from_stream(stream: UnixStream) -> Conn {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");

@@ -401,6 +401,61 @@ fn unindexed_workspace_is_declined_without_autocreate_and_synced_with_it() {
     conn.wait_status("fresh");
 }
 
+/// A consent listing that fails says so: it is not a verdict that the
+/// workspace is unindexed, nothing is created, and nothing is remembered
+/// (the next attempt asks again).
+#[test]
+fn a_failing_consent_listing_is_a_failure_not_an_unindexed_verdict() {
+    let sandbox = Sandbox::new();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"list": {"steps": [{"stderr": ["Database Connection Error: boom"]}], "exit": 1}}),
+    );
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
+    let failed = conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
+    let text = failed["text"].as_str().unwrap();
+    assert!(text.contains("could not tell whether"), "{text}");
+    assert!(text.contains("exited with code 1"), "{text}");
+    assert!(text.contains("boom"), "{text}");
+    // The one automatic retry asks again; then automatic syncs stop.
+    let mut id = 100;
+    let mut state = Value::Null;
+    wait_until("the retry to end", Duration::from_secs(10), || {
+        id += 1;
+        state = conn.request(json!({"type": "status"}), id);
+        service.log_events("consent_listing").len() == 2 && state["syncing"] == false
+    });
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert!(
+        state["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("could not tell whether"),
+        "{state}"
+    );
+    // A person's sync asks once more: nothing was remembered.
+    let ack = conn.request(json!({"type": "sync"}), 5);
+    assert_eq!(ack["type"], "ack");
+    wait_until("the manual sync's listing", Duration::from_secs(10), || {
+        fake.invocations().len() == 3
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let calls = fake.invocations();
+    assert!(
+        calls.iter().all(|c| c["argv"][0] == "list"),
+        "nothing but listings ran: {calls:?}"
+    );
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "sync_declined_unindexed"),
+        0,
+        "not knowing is not 'not indexed'"
+    );
+    assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
+}
+
 #[test]
 fn a_spawned_cgc_that_hits_the_lock_is_busy_not_a_failure() {
     let sandbox = Sandbox::new();

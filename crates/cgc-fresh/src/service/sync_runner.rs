@@ -289,14 +289,43 @@ impl SyncRunner {
                     return;
                 }
                 let workspace = self.workspace.display().to_string();
-                let indexed = code == Some(0)
+                let conclusive = code == Some(0) && !run.facts.timed_out;
+                let indexed = conclusive
                     && listing_mentions_workspace(lines.iter().map(String::as_str), &workspace);
                 tracing::info!(
                     event = "consent_listing",
                     indexed,
+                    conclusive,
                     code,
+                    signal,
                     timed_out = run.facts.timed_out
                 );
+                if !conclusive {
+                    // Not knowing is not "not indexed": nothing is created
+                    // (consent), nothing is remembered, and the failure is
+                    // said as what it is. The machine's retry rule applies.
+                    let how = if run.facts.timed_out {
+                        format!("timed out after {} ms", self.settings.cgc.timeout_ms)
+                    } else {
+                        match (code, signal) {
+                            (Some(code), _) => format!("exited with code {code}"),
+                            (None, Some(signal)) => format!("was killed by signal {signal}"),
+                            (None, None) => "ended without a status".to_string(),
+                        }
+                    };
+                    let mut error =
+                        format!("could not tell whether {workspace} is indexed: `cgc list` {how}");
+                    let tail = tail.trim();
+                    if !tail.is_empty() {
+                        error.push_str("; output ends: ");
+                        error.push_str(tail);
+                    }
+                    self.report(
+                        run.flight,
+                        SyncEvent::Finished(SyncOutcome::Failed { error }),
+                    );
+                    return;
+                }
                 if indexed {
                     self.known_indexed = true;
                     run.phase = Phase::Syncing { child: None };
