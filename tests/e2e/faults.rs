@@ -311,6 +311,86 @@ fn a_deleted_socket_is_bound_again_and_existing_connections_keep_working() {
 }
 
 #[test]
+fn a_removed_runtime_directory_is_rebuilt_and_a_second_serve_is_still_refused() {
+    let (sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
+    let mut existing = open_session_as(&service, "pi", "s1");
+    let dir = service.socket.parent().unwrap().to_path_buf();
+    // Moved away, then deleted: a clean-up of the whole runtime directory
+    // (an `rm -rf` races with the guard re-creating it, and may fail).
+    let moved = sandbox.root.path().join("runtime-moved");
+    fs::rename(&dir, &moved).unwrap();
+    fs::remove_dir_all(&moved).unwrap();
+    wait_until(
+        "the lock to be taken again",
+        Duration::from_secs(10),
+        || !service.log_events("instance_relocked").is_empty(),
+    );
+    let relocked = service.log_events("instance_relocked");
+    assert_eq!(relocked.len(), 1, "{relocked:?}");
+    wait_until(
+        "the socket to be bound again",
+        Duration::from_secs(10),
+        || UnixStream::connect(&service.socket).is_ok(),
+    );
+    assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+    // The workspace is still this service's: a second serve is refused and
+    // names it, and so sweeps none of its children.
+    let out = sandbox
+        .command()
+        .arg("serve")
+        .output()
+        .expect("second serve");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("already running (pid {})", service.pid())),
+        "{stderr}"
+    );
+    agent_edit(&mut existing, "s1", "a.py");
+    existing.wait_status("fresh");
+    assert_serves_a_new_connection(&service);
+    stop_and_assert_nothing_left(&sandbox, service, Some(&fake));
+}
+
+#[test]
+fn a_lock_file_replaced_by_one_another_process_holds_stops_the_service_gracefully() {
+    let (sandbox, fake, mut service) = indexed_with_fake(json!({}), &fast_env(&[]));
+    let lock = service.socket.with_extension("lock");
+    assert!(lock.exists(), "{}", lock.display());
+    // Another holder of a file that then takes the lock's name (as if a
+    // second service had started after the old file was deleted).
+    let other = sandbox.root.path().join("other.lock");
+    fs::write(&other, "4242\n").unwrap();
+    // Blocking, so that a probe below holding it for an instant only delays it.
+    let mut holder = std::process::Command::new("flock")
+        .arg(&other)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("flock(1) is required (util-linux)");
+    wait_until("the other holder's lock", Duration::from_secs(10), || {
+        std::process::Command::new("flock")
+            .args(["--nonblock", "--shared"])
+            .arg(&other)
+            .arg("true")
+            .status()
+            .is_ok_and(|status| !status.success())
+    });
+    fs::rename(&other, &lock).unwrap();
+    let status = service.wait_exit(Duration::from_secs(15));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(status.success(), "{status}; log:\n{}", service.log_text());
+    let lost = service.log_events("instance_lost");
+    assert_eq!(lost.len(), 1, "{}", service.log_text());
+    assert_eq!(lost[0]["holder_pid"], 4242, "{lost:?}");
+    assert_eq!(service.log_events("shutdown").len(), 1);
+    for pid in fake.all_pids() {
+        assert!(!is_alive(pid), "pid {pid} outlived the service");
+    }
+    assert!(processes_with_owner_prefix(&Service::owner_prefix(&sandbox)).is_empty());
+}
+
+#[test]
 fn a_deleted_systemd_socket_is_not_replaced_and_the_loss_is_logged() {
     let sandbox = Sandbox::new();
     let socket = sandbox.root.path().join("activated.sock");

@@ -6,18 +6,25 @@
 //! holder instead of stealing the socket; a socket file left by a service
 //! that died holds no lock, so it is known to be stale and is replaced.
 //! `flock` is released by the kernel when the holder dies, however it dies.
+//!
+//! The lock file carries the sticky bit: the XDG runtime directory (and the
+//! temp directory of the fallback) may be cleaned periodically, and
+//! `systemd-tmpfiles` leaves files with the sticky bit alone, as the XDG
+//! base directory specification provides. If the file goes all the same
+//! (`rm -rf` of the directory), the socket guard takes the lock again on a
+//! new file at once (see `service/socket_guard.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The held lock; dropping it releases the workspace.
 #[derive(Debug)]
 pub struct InstanceLock {
-    /// Held open for its drop: closing it releases the lock.
-    _file: File,
+    /// Held open for the life of the lock: closing it releases the lock.
+    file: File,
 }
 
 /// Why the lock was not taken.
@@ -55,7 +62,18 @@ impl InstanceLock {
         file.seek(SeekFrom::Start(0)).map_err(io_err)?;
         writeln!(file, "{}", std::process::id()).map_err(io_err)?;
         file.flush().map_err(io_err)?;
-        Ok(InstanceLock { _file: file })
+        file.set_permissions(std::fs::Permissions::from_mode(0o1600))
+            .map_err(io_err)?;
+        Ok(InstanceLock { file })
+    }
+
+    /// Whether `path` still names the file this lock holds (not deleted,
+    /// not replaced by another file).
+    pub fn is_at(&self, path: &Path) -> bool {
+        match (self.file.metadata(), std::fs::symlink_metadata(path)) {
+            (Ok(held), Ok(there)) => held.dev() == there.dev() && held.ino() == there.ino(),
+            _ => false,
+        }
     }
 }
 
@@ -83,5 +101,21 @@ mod tests {
         }
         drop(first);
         assert!(InstanceLock::acquire(&path).is_ok());
+    }
+
+    #[test]
+    fn the_lock_file_is_sticky_and_knows_when_it_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.lock");
+        let lock = InstanceLock::acquire(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o1600);
+        assert!(lock.is_at(&path));
+        std::fs::remove_file(&path).unwrap();
+        assert!(!lock.is_at(&path));
+        // A new file at the path is not the one held, and can be locked.
+        let again = InstanceLock::acquire(&path).unwrap();
+        assert!(!lock.is_at(&path));
+        assert!(again.is_at(&path));
     }
 }

@@ -66,6 +66,8 @@ pub enum ShutdownReason {
     Signal(i32),
     SecondSignal(i32),
     IdleExit,
+    /// Another service holds this workspace's instance lock now.
+    InstanceLost,
 }
 
 /// The effective configuration changed (start-up or SIGHUP reload).

@@ -17,7 +17,7 @@ mod workspace;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 use anyhow::{bail, Context as _};
@@ -99,6 +99,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let span = tracing::info_span!("service", workspace = %paths.workspace.display());
     let _entered = span.enter();
     let system = actix_rt::System::new();
+    let lock = Arc::new(Mutex::new(lock));
     let start = Start {
         paths: paths.clone(),
         config_file: options.config_file,
@@ -107,8 +108,10 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         registry,
         activated,
         notifier,
+        lock: lock.clone(),
     };
     let result = system.block_on(run(start));
+    // Held (and kept at its path by the socket guard) until everything stopped.
     drop(lock);
     result
 }
@@ -131,6 +134,8 @@ struct Start {
     /// The listening socket systemd passed in, if it did.
     activated: Option<std::os::unix::net::UnixListener>,
     notifier: Notifier,
+    /// The instance lock, which the socket guard keeps at its path.
+    lock: Arc<Mutex<InstanceLock>>,
 }
 
 async fn run(start: Start) -> anyhow::Result<()> {
@@ -142,6 +147,7 @@ async fn run(start: Start) -> anyhow::Result<()> {
         registry,
         activated,
         notifier,
+        lock,
     } = start;
     let socket_activated = activated.is_some();
     // Before the socket exists: see `SignalStreams`.
@@ -200,7 +206,18 @@ async fn run(start: Start) -> anyhow::Result<()> {
     } else {
         socket_guard::SocketOwner::Service(paths.socket.clone())
     };
-    socket_guard::start(listener, socket_owner, max_line_bytes, workspace);
+    let lock_keeper = socket_guard::LockKeeper {
+        path: paths.lock.clone(),
+        held: lock,
+        lost: lifecycle.clone().recipient(),
+    };
+    socket_guard::start(
+        listener,
+        socket_owner,
+        max_line_bytes,
+        workspace,
+        lock_keeper,
+    );
     tracing::info!(event = "serving", socket = %paths.socket.display(), pid = std::process::id(), socket_activated);
     match notifier.ready() {
         Ok(true) => tracing::info!(event = "notified", state = "READY=1"),

@@ -24,6 +24,14 @@
 //! to the socket unit: binding our own would hide the unit's socket, so the
 //! guard only warns (`socket_lost`) and says how to recover.
 //!
+//! The instance lock file lives beside the socket and goes with it when the
+//! directory is removed; a second `serve` could then take the workspace (and
+//! sweep this service's children as leftovers). The guard watches the lock's
+//! name too and takes the lock again on a new file at once
+//! (`instance_relocked`). If another service holds it by then, this one has
+//! lost the workspace: it says so (`instance_lost`, naming the holder) and
+//! shuts down gracefully.
+//!
 //! An accept loop is stopped by aborting its task, which closes the old
 //! listener. A client that connected to the old socket just before it was
 //! unlinked and was not yet accepted at that instant loses that connection
@@ -35,6 +43,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
@@ -44,8 +53,19 @@ use tokio::net::UnixListener;
 use tokio::task::JoinHandle;
 
 use super::listener::accept_loop;
+use super::messages::{Shutdown, ShutdownReason};
 use super::workspace::WorkspaceActor;
+use crate::instance_lock::{InstanceLock, LockError};
 use crate::paths::ensure_private_dir;
+
+/// The instance lock, kept at its path by the guard.
+pub struct LockKeeper {
+    pub path: PathBuf,
+    /// Shared with `serve`, which holds it until the service has stopped.
+    pub held: Arc<Mutex<InstanceLock>>,
+    /// Told when another service holds the workspace's lock now.
+    pub lost: Recipient<Shutdown>,
+}
 
 /// Who owns the socket's path, which decides what happens when it goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +84,7 @@ pub fn start(
     owner: SocketOwner,
     max_line_bytes: usize,
     workspace: Addr<WorkspaceActor>,
+    lock: LockKeeper,
 ) {
     let path = match &owner {
         SocketOwner::Service(path) => Some(path.clone()),
@@ -81,7 +102,7 @@ pub fn start(
         return;
     };
     let rebind = matches!(owner, SocketOwner::Service(_));
-    match SocketGuard::new(path.clone(), rebind) {
+    match SocketGuard::new(path.clone(), rebind, Some(lock)) {
         Ok(guard) => {
             actix_rt::spawn(guard.run(listener, spawn_accept));
         }
@@ -140,13 +161,15 @@ pub struct SocketGuard {
     rebinds: u64,
     /// A taken path is reported once, not at every event.
     reported_taken: bool,
+    /// The instance lock and its file name, when it lives in `dir`.
+    lock: Option<(std::ffi::OsString, LockKeeper)>,
 }
 
 impl SocketGuard {
     /// Sets up the watch on `path`'s directory. `rebind`: whether a lost
     /// path is bound again (false when systemd owns it). Must run inside a
     /// tokio runtime.
-    pub fn new(path: PathBuf, rebind: bool) -> io::Result<SocketGuard> {
+    pub fn new(path: PathBuf, rebind: bool, lock: Option<LockKeeper>) -> io::Result<SocketGuard> {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -158,6 +181,15 @@ impl SocketGuard {
         } else {
             dir.to_path_buf()
         };
+        let lock = lock.and_then(|keeper| {
+            let name = keeper.path.file_name()?.to_os_string();
+            if keeper.path.parent() == Some(dir.as_path()) {
+                Some((name, keeper))
+            } else {
+                tracing::warn!(event = "instance_lock_unguarded", lock = %keeper.path.display(), socket = %path.display());
+                None
+            }
+        });
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         let watch = inotify.add_watch(&dir, watch_mask())?;
         // SAFETY: `InotifyFd` owns the descriptor (an `OwnedFd` inside
@@ -175,6 +207,7 @@ impl SocketGuard {
             watch,
             rebinds: 0,
             reported_taken: false,
+            lock,
         })
     }
 
@@ -202,6 +235,7 @@ impl SocketGuard {
                 let previous = std::mem::replace(&mut accepting, spawn_accept(listener));
                 previous.abort();
             }
+            self.keep_lock(cause);
         }
     }
 
@@ -232,6 +266,10 @@ impl SocketGuard {
                 .intersects(AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF)
             {
                 return Some("directory_removed");
+            }
+            let lock_name = self.lock.as_ref().map(|(name, _)| name.as_os_str());
+            if event.name.is_some() && event.name.as_deref() == lock_name {
+                return Some("lock_file_changed");
             }
             if event.name.as_deref() != Some(self.name.as_os_str()) {
                 return None;
@@ -309,6 +347,64 @@ impl SocketGuard {
         }
     }
 
+    /// Takes the instance lock again when its file is no longer the one
+    /// held (deleted, moved, replaced); shuts the service down when another
+    /// service holds the new one.
+    fn keep_lock(&mut self, cause: &'static str) {
+        let Some((_, keeper)) = &self.lock else {
+            return;
+        };
+        let outcome = {
+            let Ok(mut held) = keeper.held.lock() else {
+                tracing::warn!(
+                    event = "instance_relock_failed",
+                    cause,
+                    error = "the lock's mutex is poisoned"
+                );
+                return;
+            };
+            if held.is_at(&keeper.path) {
+                return;
+            }
+            match ensure_private_dir(&self.dir)
+                .map_err(|source| LockError::Io {
+                    path: self.dir.display().to_string(),
+                    source,
+                })
+                .and_then(|()| InstanceLock::acquire(&keeper.path))
+            {
+                Ok(lock) => {
+                    *held = lock;
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            }
+        };
+        let path = keeper.path.display().to_string();
+        match outcome {
+            Ok(()) => {
+                tracing::info!(event = "instance_relocked", lock = %path, cause);
+                self.rewatch();
+            }
+            Err(LockError::Held { pid }) => {
+                tracing::error!(
+                    event = "instance_lost",
+                    lock = %path,
+                    cause,
+                    holder_pid = pid,
+                    "another service holds this workspace's lock now; this one stops",
+                );
+                keeper.lost.do_send(Shutdown {
+                    reason: ShutdownReason::InstanceLost,
+                });
+                self.lock = None;
+            }
+            Err(error) => {
+                tracing::warn!(event = "instance_relock_failed", lock = %path, cause, error = %error);
+            }
+        }
+    }
+
     /// Watches the socket's directory again: after it was re-created the
     /// old watch is gone (or follows the moved directory).
     fn rewatch(&mut self) {
@@ -383,7 +479,7 @@ mod tests {
     fn guarded(dir: &Path, rebind: bool) -> (PathBuf, JoinHandle<()>) {
         let path = dir.join("svc.sock");
         let listener = bind_private(&path).unwrap();
-        let guard = SocketGuard::new(path.clone(), rebind).unwrap();
+        let guard = SocketGuard::new(path.clone(), rebind, None).unwrap();
         let task = tokio::spawn(guard.run(listener, greeter));
         (path, task)
     }
@@ -435,7 +531,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("svc.sock");
         let listener = bind_private(&path).unwrap();
-        let mut guard = SocketGuard::new(path.clone(), true).unwrap();
+        let mut guard = SocketGuard::new(path.clone(), true, None).unwrap();
         let _accepting = greeter(listener);
         let other = dir.path().join("other");
         fs::write(&other, "not a socket").unwrap();
