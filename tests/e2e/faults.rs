@@ -18,9 +18,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    agent_edit, fake_cgc_path, fast_env, indexed_with_fake, is_alive, open_session_as,
-    processes_with_owner_prefix, vitals, wait_until, workspace_id, Conn, FakeCgc, Sandbox, Service,
-    BIN,
+    agent_edit, assert_second_serve_is_refused, fake_cgc_path, fast_env, indexed_with_fake,
+    is_alive, open_session_as, processes_with_owner_prefix, vitals, wait_until, workspace_id, Conn,
+    FakeCgc, Sandbox, Service, BIN,
 };
 
 fn state_file_path(sandbox: &Sandbox) -> PathBuf {
@@ -335,17 +335,7 @@ fn a_removed_runtime_directory_is_rebuilt_and_a_second_serve_is_still_refused() 
     assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
     // The workspace is still this service's: a second serve is refused and
     // names it, and so sweeps none of its children.
-    let out = sandbox
-        .command()
-        .arg("serve")
-        .output()
-        .expect("second serve");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!("already running (pid {})", service.pid())),
-        "{stderr}"
-    );
+    assert_second_serve_is_refused(&sandbox, &service);
     agent_edit(&mut existing, "s1", "a.py");
     existing.wait_status("fresh");
     assert_serves_a_new_connection(&service);

@@ -8,23 +8,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Sandbox, Service};
+use crate::support::{assert_second_serve_is_refused, Sandbox, Service};
 
 #[test]
 fn second_serve_for_the_same_workspace_is_refused_and_names_the_pid() {
     let sandbox = Sandbox::new();
     let first = Service::start(&sandbox, &[], &[]);
-    let out = sandbox
-        .command()
-        .arg("serve")
-        .output()
-        .expect("second serve");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!("already running (pid {})", first.pid())),
-        "{stderr}"
-    );
+    assert_second_serve_is_refused(&sandbox, &first);
     // The first one still owns and serves its socket.
     let mut conn = first.connect();
     assert_eq!(conn.hello()["pid"], first.pid());

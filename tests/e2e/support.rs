@@ -385,6 +385,21 @@ impl FakeCgc {
     }
 }
 
+/// A second `serve` for the sandbox's workspace fails and names `first`.
+pub fn assert_second_serve_is_refused(sandbox: &Sandbox, first: &Service) {
+    let out = sandbox
+        .command()
+        .arg("serve")
+        .output()
+        .expect("second serve");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("already running (pid {})", first.pid())),
+        "{stderr}"
+    );
+}
+
 /// Whether `pid` is a live (non-zombie) process. A zombie still answers
 /// kill(pid, 0), so read its state from /proc.
 pub fn is_alive(pid: i32) -> bool {
