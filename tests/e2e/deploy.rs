@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Conn, Sandbox, BIN};
+use crate::support::{socket_activated_service, Conn, Sandbox, BIN};
 
 fn have(tool: &str) -> bool {
     Command::new("sh")
@@ -47,31 +47,12 @@ fn socket_activation_passes_the_socket_in_and_ready_is_notified() {
     let socket = sandbox.root.path().join("activated.sock");
     let notify_path = sandbox.root.path().join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).unwrap();
-    let log = std::fs::File::create(sandbox.root.path().join("activated.log")).unwrap();
-    let mut activator = Command::new("systemd-socket-activate")
-        .arg("-l")
-        .arg(&socket)
-        .arg(format!("-ENOTIFY_SOCKET={}", notify_path.display()))
-        .arg(format!(
-            "-EXDG_RUNTIME_DIR={}",
-            sandbox.runtime_dir().display()
-        ))
-        .arg(format!(
-            "-EXDG_STATE_HOME={}",
-            sandbox.state_home().display()
-        ))
-        .arg(format!("-EHOME={}", sandbox.home().display()))
-        .arg(BIN)
-        .arg("serve")
-        .arg("--workspace")
-        .arg(sandbox.workspace())
-        .arg("--socket")
-        .arg(&socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut activator = socket_activated_service(
+        &sandbox,
+        &socket,
+        &sandbox.root.path().join("activated.log"),
+        &[format!("NOTIFY_SOCKET={}", notify_path.display())],
+    );
     // The service starts on the first connection, on the socket it was given.
     let mut conn = Conn::connect_when_listening(&socket);
     let welcome = conn.hello();

@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 
 use crate::support::{
     agent_edit, assert_second_serve_is_refused, fake_cgc_path, fast_env, indexed_with_fake,
-    is_alive, open_session_as, processes_with_owner_prefix, vitals, wait_until, workspace_id, Conn,
-    FakeCgc, Sandbox, Service, BIN,
+    is_alive, open_session_as, processes_with_owner_prefix, socket_activated_service, vitals,
+    wait_until, workspace_id, Conn, FakeCgc, Sandbox, Service,
 };
 
 fn state_file_path(sandbox: &Sandbox) -> PathBuf {
@@ -385,30 +385,12 @@ fn a_deleted_systemd_socket_is_not_replaced_and_the_loss_is_logged() {
     let sandbox = Sandbox::new();
     let socket = sandbox.root.path().join("activated.sock");
     let log_path = sandbox.root.path().join("activated.log");
-    let mut activator = std::process::Command::new("systemd-socket-activate")
-        .arg("-l")
-        .arg(&socket)
-        .arg(format!(
-            "-EXDG_RUNTIME_DIR={}",
-            sandbox.runtime_dir().display()
-        ))
-        .arg(format!(
-            "-EXDG_STATE_HOME={}",
-            sandbox.state_home().display()
-        ))
-        .arg(format!("-EHOME={}", sandbox.home().display()))
-        .arg("-ECGC_FRESH_LOG=debug")
-        .arg(BIN)
-        .arg("serve")
-        .arg("--workspace")
-        .arg(sandbox.workspace())
-        .arg("--socket")
-        .arg(&socket)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(fs::File::create(&log_path).unwrap())
-        .spawn()
-        .expect("systemd-socket-activate is required (Debian's systemd package)");
+    let mut activator = socket_activated_service(
+        &sandbox,
+        &socket,
+        &log_path,
+        &["CGC_FRESH_LOG=debug".to_string()],
+    );
     let mut conn = Conn::connect_when_listening(&socket);
     conn.hello();
     wait_until("the service to be serving", Duration::from_secs(10), || {

@@ -385,6 +385,40 @@ impl FakeCgc {
     }
 }
 
+/// `systemd-socket-activate` listening on `socket` for a `serve` of the
+/// sandbox's workspace (started on the first connection, with the socket
+/// passed in), its stderr into `log`, `extra_env` as `NAME=value` pairs.
+pub fn socket_activated_service(
+    sandbox: &Sandbox,
+    socket: &Path,
+    log: &Path,
+    extra_env: &[String],
+) -> Child {
+    let mut cmd = Command::new("systemd-socket-activate");
+    cmd.arg("-l").arg(socket);
+    for var in [
+        format!("XDG_RUNTIME_DIR={}", sandbox.runtime_dir().display()),
+        format!("XDG_STATE_HOME={}", sandbox.state_home().display()),
+        format!("HOME={}", sandbox.home().display()),
+    ]
+    .iter()
+    .chain(extra_env)
+    {
+        cmd.arg(format!("-E{var}"));
+    }
+    cmd.arg(BIN)
+        .arg("serve")
+        .arg("--workspace")
+        .arg(sandbox.workspace())
+        .arg("--socket")
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("systemd-socket-activate is required (Debian's systemd package)")
+}
+
 /// A second `serve` for the sandbox's workspace fails and names `first`.
 pub fn assert_second_serve_is_refused(sandbox: &Sandbox, first: &Service) {
     let out = sandbox
