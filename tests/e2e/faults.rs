@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use crate::support::{
     agent_edit, assert_second_serve_is_refused, fake_cgc_path, fast_env, indexed_with_fake,
     is_alive, open_session_as, processes_with_owner_prefix, socket_activated_service, vitals,
-    wait_until, workspace_id, Conn, FakeCgc, Sandbox, Service,
+    wait_until, workspace_id, Conn, FakeCgc, KilledOnDrop, Sandbox, Service,
 };
 
 fn state_file_path(sandbox: &Sandbox) -> PathBuf {
@@ -352,11 +352,13 @@ fn a_lock_file_replaced_by_one_another_process_holds_stops_the_service_gracefull
     let other = sandbox.root.path().join("other.lock");
     fs::write(&other, "4242\n").unwrap();
     // Blocking, so that a probe below holding it for an instant only delays it.
-    let mut holder = std::process::Command::new("flock")
-        .arg(&other)
-        .args(["sleep", "60"])
-        .spawn()
-        .expect("flock(1) is required (util-linux)");
+    let holder = KilledOnDrop(
+        std::process::Command::new("flock")
+            .arg(&other)
+            .args(["sleep", "60"])
+            .spawn()
+            .expect("flock(1) is required (util-linux)"),
+    );
     wait_until("the other holder's lock", Duration::from_secs(10), || {
         std::process::Command::new("flock")
             .args(["--nonblock", "--shared"])
@@ -367,8 +369,7 @@ fn a_lock_file_replaced_by_one_another_process_holds_stops_the_service_gracefull
     });
     fs::rename(&other, &lock).unwrap();
     let status = service.wait_exit(Duration::from_secs(15));
-    let _ = holder.kill();
-    let _ = holder.wait();
+    drop(holder);
     assert!(status.success(), "{status}; log:\n{}", service.log_text());
     let lost = service.log_events("instance_lost");
     assert_eq!(lost.len(), 1, "{}", service.log_text());

@@ -393,7 +393,7 @@ pub fn socket_activated_service(
     socket: &Path,
     log: &Path,
     extra_env: &[String],
-) -> Child {
+) -> KilledOnDrop {
     let mut cmd = Command::new("systemd-socket-activate");
     cmd.arg("-l").arg(socket);
     for var in [
@@ -416,7 +416,34 @@ pub fn socket_activated_service(
         .stdout(Stdio::null())
         .stderr(fs::File::create(log).expect("log file"))
         .spawn()
+        .map(KilledOnDrop)
         .expect("systemd-socket-activate is required (Debian's systemd package)")
+}
+
+/// A child process that is killed (and reaped) when dropped, so that a
+/// failing test leaves nothing running.
+pub struct KilledOnDrop(pub Child);
+
+impl std::ops::Deref for KilledOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KilledOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// A second `serve` for the sandbox's workspace fails and names `first`.
