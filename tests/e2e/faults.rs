@@ -18,9 +18,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    agent_edit, assert_second_serve_is_refused, fake_cgc_path, fast_env, indexed_with_fake,
-    is_alive, open_session_as, processes_with_owner_prefix, socket_activated_service, vitals,
-    wait_until, workspace_id, Conn, FakeCgc, KilledOnDrop, Sandbox, Service,
+    agent_edit, assert_gone_with_no_token_holders, assert_second_serve_is_refused, fake_cgc_path,
+    fast_env, indexed_with_fake, is_alive, open_session_as, processes_with_owner_prefix,
+    socket_activated_service, vitals, wait_until, workspace_id, Conn, FakeCgc, KilledOnDrop,
+    Sandbox, Service,
 };
 
 fn state_file_path(sandbox: &Sandbox) -> PathBuf {
@@ -84,18 +85,8 @@ fn stop_and_assert_nothing_left(sandbox: &Sandbox, mut service: Service, fake: O
     service.signal(libc::SIGTERM);
     let status = service.wait_exit(Duration::from_secs(15));
     assert!(status.success(), "{status}; log:\n{}", service.log_text());
-    for pid in fake.map(FakeCgc::all_pids).unwrap_or_default() {
-        wait_until(
-            &format!("pid {pid} to be gone"),
-            Duration::from_secs(5),
-            || !is_alive(pid),
-        );
-    }
-    let holders = processes_with_owner_prefix(&Service::owner_prefix(sandbox));
-    assert!(
-        holders.is_empty(),
-        "owner-token holders remain: {holders:?}"
-    );
+    let pids = fake.map(FakeCgc::all_pids).unwrap_or_default();
+    assert_gone_with_no_token_holders(sandbox, &pids);
 }
 
 // ---- cgc that cannot be executed -------------------------------------

@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    indexed_with_fake, is_alive, processes_with_owner_prefix, wait_until, Conn, FakeCgc, Sandbox,
-    Service,
+    assert_gone_with_no_token_holders, indexed_with_fake, is_alive, wait_until, Conn, FakeCgc,
+    Sandbox, Service,
 };
 
 /// A sync that daemonizes a grandchild, then hangs without ever being ready.
@@ -49,18 +49,7 @@ fn assert_nothing_left(sandbox: &Sandbox, fake: &FakeCgc) {
         "expected a child and a daemon: {:?}",
         fake.records()
     );
-    for pid in pids {
-        wait_until(
-            &format!("pid {pid} to be gone"),
-            Duration::from_secs(5),
-            || !is_alive(pid),
-        );
-    }
-    let holders = processes_with_owner_prefix(&Service::owner_prefix(sandbox));
-    assert!(
-        holders.is_empty(),
-        "processes with our owner token remain: {holders:?}"
-    );
+    assert_gone_with_no_token_holders(sandbox, &pids);
 }
 
 fn daemon_pid(fake: &FakeCgc) -> i32 {

@@ -461,6 +461,23 @@ pub fn assert_second_serve_is_refused(sandbox: &Sandbox, first: &Service) {
     );
 }
 
+/// Each of `pids` is gone (within 5 s each), and no process carries this
+/// sandbox's owner token.
+pub fn assert_gone_with_no_token_holders(sandbox: &Sandbox, pids: &[i32]) {
+    for &pid in pids {
+        wait_until(
+            &format!("pid {pid} to be gone"),
+            Duration::from_secs(5),
+            || !is_alive(pid),
+        );
+    }
+    let holders = processes_with_owner_prefix(&Service::owner_prefix(sandbox));
+    assert!(
+        holders.is_empty(),
+        "processes with our owner token remain: {holders:?}"
+    );
+}
+
 /// Whether `pid` is a live (non-zombie) process. A zombie still answers
 /// kill(pid, 0), so read its state from /proc.
 pub fn is_alive(pid: i32) -> bool {
