@@ -84,5 +84,6 @@ fn placeholder_state() -> ServerFrame {
         watcher: None,
         backend: None,
         detail: None,
+        warnings: Vec::new(),
     })
 }

@@ -217,6 +217,13 @@ fn bad_request(field: Option<&str>, message: String) -> FrameErrorKind {
     }
 }
 
+/// A whole number that `u64` cannot hold (JSON reads it as a float).
+fn is_whole_beyond_u64(number: &serde_json::Number) -> bool {
+    number
+        .as_f64()
+        .is_some_and(|f| f.fract() == 0.0 && f >= 18_446_744_073_709_551_616.0)
+}
+
 /// Names a JSON value's kind for messages, without echoing its content.
 fn describe(value: &Value) -> &'static str {
     match value {
@@ -224,6 +231,12 @@ fn describe(value: &Value) -> &'static str {
         Value::Bool(_) => "a boolean",
         Value::Number(number) if number.is_u64() => "an integer",
         Value::Number(number) if number.is_i64() => "a negative integer",
+        Value::Number(number) if is_whole_beyond_u64(number) => {
+            "an integer too large (at most 18446744073709551615)"
+        }
+        Value::Number(number) if number.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+            "a negative integer"
+        }
         Value::Number(_) => "a fractional number",
         Value::String(_) => "a string",
         Value::Array(_) => "an array",

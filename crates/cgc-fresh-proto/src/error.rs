@@ -27,11 +27,15 @@ pub enum ErrorCode {
     Internal,
     /// The service cannot answer right now (e.g. shutting down).
     Unavailable,
+    /// The frame names a session that is not live: never started on this
+    /// service, or already ended. The frame was still taken into account
+    /// (an edit still marks the graph possibly stale).
+    UnknownSession,
 }
 
 impl ErrorCode {
     /// Every code, in a fixed order (for property tests and docs).
-    pub const ALL: [ErrorCode; 8] = [
+    pub const ALL: [ErrorCode; 9] = [
         ErrorCode::BadJson,
         ErrorCode::UnknownType,
         ErrorCode::BadRequest,
@@ -40,6 +44,7 @@ impl ErrorCode {
         ErrorCode::Forbidden,
         ErrorCode::Internal,
         ErrorCode::Unavailable,
+        ErrorCode::UnknownSession,
     ];
 
     /// The wire name, e.g. `bad_request`.
@@ -53,6 +58,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::UnknownSession => "unknown_session",
         }
     }
 }

@@ -30,15 +30,21 @@
 //!
 //! | `type` | fields | answer |
 //! |---|---|---|
-//! | `hello` | `client`: string (`pi-bridge`, `cgc-fresh-cli`), `instance`: string (one harness extension instance), `protocol`: integer | `welcome` |
-//! | `session_start` | `session`: string, `reason`: `startup` \| `new` \| `resume` \| `fork` \| `reload` (others read as `other`) | `ack` |
-//! | `tool_call` | `session`, `tool`: string, `paths`: array of strings, absolute or workspace-relative (default `[]`) | `ack` |
-//! | `tool_result` | `session`, `tool`: string, `ok`: boolean | `ack` |
-//! | `session_shutdown` | `session`: string, `reason`: string (optional) | `ack` |
-//! | `status` | — | `state` |
-//! | `sync` | — (a person's manual sync request) | `ack`, then `state`/`notice` to subscribers |
-//! | `subscribe` | — | `ack`; then every later `state` and `notice` is pushed |
-//! | `config` | — | `config` |
+//! | `hello` | `client`: string (`pi-bridge`, `cgc-fresh-cli`), `instance`: string (one harness extension instance), `protocol`: integer | `welcome`, always |
+//! | `session_start` | `session`: string, `reason`: `startup` \| `new` \| `resume` \| `fork` \| `reload` (others read as `other`) | `ack` with an `id`; `error` `unavailable`, even without an `id`, when the live-session bound is reached |
+//! | `tool_call` | `session`, `tool`: string, `paths`: array of strings, absolute or workspace-relative (default `[]`) | `ack` with an `id`; `error` `unknown_session` instead when the session is not live (the edit still counts) |
+//! | `tool_result` | `session`, `tool`: string, `ok`: boolean | `ack` with an `id`; `error` `unknown_session` instead when the session is not live |
+//! | `session_shutdown` | `session`: string, `reason`: string (optional) | `ack` with an `id` |
+//! | `status` | — | `state`, always |
+//! | `sync` | — (a person's manual sync request) | `ack` with an `id`; then `state`/`notice` to subscribers |
+//! | `subscribe` | — | `ack` with an `id`, then a `state` at once; then every later `state` and `notice` is pushed |
+//! | `config` | — | `config`, always |
+//!
+//! Requests (`hello`, `status`, `config`) are always answered. Events (the
+//! other frames) are answered only when they carry an `id`, so a harness can
+//! pipeline them without reading acknowledgements; an event that carries an
+//! `id` gets exactly one reply (`ack` or `error`) with that `id`. A line that
+//! cannot be decoded is always answered (see *Errors*).
 //!
 //! The harness sends tool names and paths, never file contents.
 //!
@@ -47,7 +53,7 @@
 //! | `type` | fields |
 //! |---|---|
 //! | `welcome` | `protocol`, `service_version`: string, `pid`: integer, `workspace`: string |
-//! | `state` | `workspace`, `status` ([`FreshnessStatus`]), `last_synced_at`?, `stale_since`? (unix ms), `last_error`?, `edit_epoch`: integer, `syncing`: boolean, `watcher`? `{mode, state, pid?, since?}`, `backend`? `{kind, source}`, `detail`? (a hint such as `restored from disk`) |
+//! | `state` | `workspace`, `status` ([`FreshnessStatus`]), `last_synced_at`?, `stale_since`? (unix ms), `last_error`?, `edit_epoch`: integer, `syncing`: boolean, `watcher`? `{mode, state, pid?, since?}`, `backend`? `{kind, source}`, `detail`? (a hint such as `restored from disk`), `warnings`? (array of strings: setup problems such as `cgc` not found) |
 //! | `notice` | `session`?, `condition` ([`NoticeCondition`]), `level` (`info` \| `warning` \| `error`), `text`, `audience`: always `user` |
 //! | `ack` | — |
 //! | `error` | `code` ([`ErrorCode`]), `message`: string, `field`? (e.g. `session`, `paths[1]`) |
@@ -72,7 +78,8 @@
 //! | `too_large` | the line exceeds the limit; the service closes the connection |
 //! | `forbidden` | the request is not allowed |
 //! | `internal` | the service failed while handling a valid request |
-//! | `unavailable` | the service cannot answer now (e.g. shutting down) |
+//! | `unavailable` | the service cannot answer now (e.g. shutting down), or cannot take another live session |
+//! | `unknown_session` | an event names a session that is not live (never started here, or ended); it was still taken into account |
 //!
 //! # Limits
 //!

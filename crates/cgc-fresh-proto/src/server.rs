@@ -10,6 +10,10 @@ use crate::vocab::{FreshnessStatus, NoticeCondition, NoticeLevel};
 /// On the wire each variant is an object whose `type` is the variant's
 /// snake_case name and whose other fields are the payload's fields.
 /// Decode incoming lines with [`crate::decode_server_frame`].
+// `State` is the largest variant and also the most frequent frame (every
+// change is pushed to subscribers): boxing it would add an allocation to the
+// common case to save a few hundred bytes in frames that live for one write.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame {
@@ -89,6 +93,10 @@ pub struct StateFrame {
     /// A human hint, e.g. `restored from disk`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Problems of the service's setup a person should fix, e.g. `cgc` not
+    /// found; omitted when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What the service knows about its watcher child.

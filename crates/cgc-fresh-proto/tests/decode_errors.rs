@@ -111,6 +111,31 @@ fn numeric_looking_string_id_stays_a_string() {
 }
 
 #[test]
+fn an_id_past_the_largest_integer_is_called_too_large_not_fractional() {
+    for id in ["18446744073709551616", "100000000000000000000000", "1e30"] {
+        let line = format!(r#"{{"id":{id},"type":"status"}}"#);
+        let error = client_error(line.as_bytes());
+        assert_error(&error, ErrorCode::BadRequest, Some("id"), None);
+        assert_eq!(
+            error.message(),
+            "field `id` must be a non-negative integer or a string, \
+             not an integer too large (at most 18446744073709551615)",
+            "{id}"
+        );
+    }
+    let error = client_error(br#"{"id":1.5,"type":"status"}"#);
+    assert!(
+        error.message().ends_with("not a fractional number"),
+        "{error:?}"
+    );
+    let error = client_error(br#"{"id":-1,"type":"status"}"#);
+    assert!(
+        error.message().ends_with("not a negative integer"),
+        "{error:?}"
+    );
+}
+
+#[test]
 fn largest_numeric_id_is_kept_exactly() {
     let line = format!(r#"{{"id":{},"type":"sync"}}"#, u64::MAX);
     let envelope = decode_client_frame(line.as_bytes()).unwrap();

@@ -96,6 +96,7 @@ fn state() -> impl Strategy<Value = ServerFrame> {
         (of(any::<u64>()), of(any::<u64>()), of(text())),
         (any::<u64>(), any::<bool>()),
         (of(watcher_facts()), of(backend_facts()), of(text())),
+        proptest::collection::vec(text(), 0..3),
     )
         .prop_map(
             |(
@@ -103,6 +104,7 @@ fn state() -> impl Strategy<Value = ServerFrame> {
                 (last_synced_at, stale_since, last_error),
                 (edit_epoch, syncing),
                 (watcher, backend, detail),
+                warnings,
             )| {
                 ServerFrame::State(StateFrame {
                     workspace,
@@ -115,6 +117,7 @@ fn state() -> impl Strategy<Value = ServerFrame> {
                     watcher,
                     backend,
                     detail,
+                    warnings,
                 })
             },
         )
@@ -313,6 +316,7 @@ fn wire_shape_is_flat_with_id_first_and_absent_options_omitted() {
             watcher: None,
             backend: None,
             detail: None,
+            warnings: Vec::new(),
         }),
     );
     assert_eq!(

@@ -60,10 +60,13 @@ pub enum Command {
     Sync,
     /// Subscribe and print every state and notice frame as it comes.
     Events,
-    /// Send one raw frame (JSON) and print the reply.
+    /// Send raw frames (JSON) in order on one connection and print every
+    /// reply; with no FRAME, one frame per line is read from standard input.
+    /// A frame without an `id` is given one (`"send-N"`) so that it gets a
+    /// reply; frames pushed meanwhile are printed too.
     Send {
-        /// The frame, e.g. '{"type":"status"}'.
-        frame: String,
+        /// The frames, e.g. '{"type":"status"}'.
+        frames: Vec<String>,
     },
     /// Install and start a systemd user socket unit for the workspace
     /// (without systemd: says how to run `serve` by hand).

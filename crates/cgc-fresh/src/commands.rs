@@ -48,7 +48,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Sync => with_client(&paths, sync),
         Command::Events => with_client(&paths, events),
-        Command::Send { frame } => with_client(&paths, |client| send(client, &frame)),
+        Command::Send { frames } => with_client(&paths, |client| send(client, frames)),
         Command::Config { json, config } => {
             let env = |name: &str| std::env::var(name).ok();
             let loaded = crate::config_load::load(&paths.workspace, config.as_deref(), &env);
@@ -105,13 +105,7 @@ fn status(client: &mut Client, json: bool) -> Result<u8, ClientError> {
     match reply.frame {
         ServerFrame::State(state) => {
             if json {
-                println!(
-                    "{}",
-                    String::from_utf8_lossy(&cgc_fresh_proto::encode_server_frame(&Envelope::new(
-                        ServerFrame::State(state)
-                    )))
-                    .trim_end()
-                );
+                println!("{}", state_json(state, true));
             } else {
                 println!("{}", describe_state(&state, now_ms()));
             }
@@ -119,6 +113,18 @@ fn status(client: &mut Client, json: bool) -> Result<u8, ClientError> {
         }
         other => unexpected(other),
     }
+}
+
+/// `status --json`: the `state` frame as the service sends it, plus
+/// `observed` — whether a running service answered (`true`) or the frame was
+/// made from the record on disk (`false`; its status is then never `fresh`).
+fn state_json(state: StateFrame, observed: bool) -> String {
+    let frame = Envelope::new(ServerFrame::State(state));
+    let mut value = serde_json::to_value(&frame).unwrap_or(serde_json::Value::Null);
+    if let Some(object) = value.as_object_mut() {
+        object.insert("observed".into(), serde_json::Value::Bool(observed));
+    }
+    value.to_string()
 }
 
 /// With no service running, the last record on disk is still worth
@@ -132,19 +138,26 @@ fn report_recorded_state(paths: &ServicePaths, json: bool) {
                 "cgc-fresh: no freshness record for this workspace yet ({})",
                 paths.state_file.display()
             );
+            if json {
+                let mut frame = cgc_fresh_core::freshness::FreshnessRecord::unknown()
+                    .unobserved_state_frame(&paths.workspace.display().to_string());
+                frame.detail = Some("not observed (no service running); no record yet".into());
+                println!("{}", state_json(frame, false));
+            }
             return;
         }
     };
     match cgc_fresh_core::freshness::FreshnessRecord::from_json(&text) {
         Ok(record) => {
+            let frame = record.unobserved_state_frame(&paths.workspace.display().to_string());
             if json {
-                println!("{}", text.trim());
+                println!("{}", state_json(frame, false));
                 return;
             }
             let mut line = format!(
-                "{}: not observed (no service running); last recorded status {}",
+                "{}: {}",
                 paths.workspace.display(),
-                record.status.as_str().replace('_', " ")
+                frame.detail.as_deref().unwrap_or("not observed")
             );
             let now = now_ms();
             if let Some(at) = record.last_synced_at {
@@ -193,21 +206,73 @@ fn events(client: &mut Client) -> Result<u8, ClientError> {
     }
 }
 
-fn send(client: &mut Client, frame: &str) -> Result<u8, ClientError> {
-    let mut line = frame.trim_end().as_bytes().to_vec();
-    line.push(b'\n');
-    client.send_raw(&line)?;
-    let reply = client.read_line()?;
-    println!("{reply}");
-    Ok(
-        match cgc_fresh_proto::decode_server_frame(reply.as_bytes()) {
-            Ok(Envelope {
-                frame: ServerFrame::Error(_),
-                ..
-            }) => EXIT_SERVICE_ERROR,
-            _ => EXIT_OK,
-        },
-    )
+/// Sends each frame on this one connection (so a session started by one
+/// frame is still live for the next) and prints everything read until the
+/// frame's reply. Exit code 4 when any reply was an `error`.
+fn send(client: &mut Client, frames: Vec<String>) -> Result<u8, ClientError> {
+    let lines: Box<dyn Iterator<Item = std::io::Result<String>>> = if frames.is_empty() {
+        Box::new(std::io::stdin().lines())
+    } else {
+        Box::new(frames.into_iter().map(Ok))
+    };
+    let mut code = EXIT_OK;
+    let mut sent = 0u64;
+    for line in lines {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        sent += 1;
+        let (bytes, awaited) = frame_with_reply_id(line.trim(), sent);
+        client.send_raw(&bytes)?;
+        loop {
+            let reply = client.read_line()?;
+            println!("{reply}");
+            let decoded = cgc_fresh_proto::decode_server_frame(reply.as_bytes()).ok();
+            let Some(Envelope { id, frame }) = decoded else {
+                continue;
+            };
+            let is_error = matches!(frame, ServerFrame::Error(_));
+            let answers = match &awaited {
+                Some(awaited) => id.as_ref() == Some(awaited),
+                None => is_error && id.is_none(),
+            };
+            if answers {
+                if is_error {
+                    code = EXIT_SERVICE_ERROR;
+                }
+                break;
+            }
+        }
+    }
+    Ok(code)
+}
+
+/// The line to send for `frame` and the reply id to wait for. A JSON object
+/// without an `id` gets `"send-<n>"`; a line the service cannot read as a
+/// frame with an id is answered by an `error` without one (`None`).
+fn frame_with_reply_id(frame: &str, n: u64) -> (Vec<u8>, Option<cgc_fresh_proto::RequestId>) {
+    use cgc_fresh_proto::RequestId;
+    use serde_json::Value;
+    let mut out = frame.as_bytes().to_vec();
+    let mut awaited = None;
+    if let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(frame) {
+        match object.get("id") {
+            None | Some(Value::Null) => {
+                let id = format!("send-{n}");
+                object.insert("id".into(), Value::String(id.clone()));
+                awaited = Some(RequestId::Text(id));
+                if let Ok(bytes) = serde_json::to_vec(&Value::Object(object)) {
+                    out = bytes;
+                }
+            }
+            Some(Value::String(text)) => awaited = Some(RequestId::Text(text.clone())),
+            Some(Value::Number(number)) => awaited = number.as_u64().map(RequestId::Number),
+            Some(_) => {}
+        }
+    }
+    out.push(b'\n');
+    (out, awaited)
 }
 
 fn unexpected(frame: ServerFrame) -> Result<u8, ClientError> {
@@ -259,6 +324,9 @@ pub fn describe_state(state: &StateFrame, now: u64) -> String {
     }
     if let Some(detail) = &state.detail {
         line.push_str(&format!(" ({detail})"));
+    }
+    for warning in &state.warnings {
+        line.push_str(&format!("\nwarning: {warning}"));
     }
     line
 }

@@ -16,7 +16,7 @@ use super::flight::{DrainCause, Flight, FlightId, FlightSlot, QueuedSync, SyncKi
 use super::notice_text;
 use super::pending_paths::PendingPaths;
 use super::policy::FreshnessPolicy;
-use super::record::{FreshnessRecord, PendingSummary, RECORD_VERSION};
+use super::record::{FreshnessRecord, PendingSummary};
 use super::session::{Known, Registration, SessionKey, Sessions};
 use super::time::Millis;
 use super::watcher_slot::WatcherSlot;
@@ -69,15 +69,13 @@ impl Freshness {
         let was_restored = restored.is_some();
         let (record, pending) = match restored {
             None => (FreshnessRecord::unknown(), PendingPaths::new()),
-            Some(mut record) => {
+            Some(record) => {
                 let pending = if record.pending.is_empty() {
                     PendingPaths::new()
                 } else {
                     PendingPaths::whole_workspace()
                 };
-                record.version = RECORD_VERSION;
-                record.status = FreshnessStatus::Unknown;
-                record.watcher = None;
+                let mut record = record.unobserved();
                 record.pending = pending.summary();
                 (record, pending)
             }
@@ -195,6 +193,11 @@ impl Freshness {
         self.sessions.live_names()
     }
 
+    /// Whether `session` names a live lifetime (started and not ended).
+    pub fn is_live(&self, session: &str) -> bool {
+        matches!(self.sessions.known(session), Known::Live(_))
+    }
+
     /// Automatic syncs `session` spawned (net of busy refunds); `None` when
     /// the session is not live.
     pub fn automatic_syncs_spawned(&self, session: &str) -> Option<u32> {
@@ -248,6 +251,7 @@ impl Freshness {
             }),
             backend: None,
             detail: self.detail(),
+            warnings: Vec::new(),
         }
     }
 

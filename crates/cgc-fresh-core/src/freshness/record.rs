@@ -9,7 +9,7 @@
 //! to the workspace, not to a session, and survives a service restart —
 //! except its status, which a restart turns into `unknown` (never `fresh`).
 
-use cgc_fresh_proto::FreshnessStatus;
+use cgc_fresh_proto::{FreshnessStatus, StateFrame};
 use serde::{Deserialize, Serialize};
 
 use super::time::Millis;
@@ -120,6 +120,45 @@ impl FreshnessRecord {
         }
     }
 
+    /// What a record read back from disk still tells while no service has
+    /// observed the workspace since it was written: times, error and edit
+    /// epoch stand, the status is `unknown` — never `fresh`, whatever the
+    /// file says — and no watcher runs (a watcher never outlives its
+    /// service). The same rule serves a restarted service and `status`
+    /// without a service.
+    pub fn unobserved(mut self) -> FreshnessRecord {
+        self.version = RECORD_VERSION;
+        self.status = FreshnessStatus::Unknown;
+        self.watcher = None;
+        self
+    }
+
+    /// The `state` frame for a record read from disk while no service runs
+    /// for `workspace`: the live frame's shape, with the [`unobserved`]
+    /// status and a `detail` naming the status the file recorded.
+    ///
+    /// [`unobserved`]: FreshnessRecord::unobserved
+    pub fn unobserved_state_frame(&self, workspace: &str) -> StateFrame {
+        let recorded = self.status;
+        let record = self.clone().unobserved();
+        StateFrame {
+            workspace: workspace.to_string(),
+            status: record.status,
+            last_synced_at: record.last_synced_at.map(Millis::get),
+            stale_since: record.stale_since.map(Millis::get),
+            last_error: record.last_error,
+            edit_epoch: record.edit_epoch,
+            syncing: false,
+            watcher: None,
+            backend: None,
+            detail: Some(format!(
+                "not observed (no service running); last recorded status {}",
+                recorded.as_str().replace('_', " ")
+            )),
+            warnings: Vec::new(),
+        }
+    }
+
     /// The record as the JSON text the shell writes.
     pub fn to_json(&self) -> Result<String, RecordError> {
         Ok(serde_json::to_string_pretty(self)?)
@@ -198,6 +237,28 @@ mod tests {
             }
             other => panic!("expected a version refusal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_unobserved_record_never_says_fresh_and_keeps_its_facts() {
+        let record = FreshnessRecord {
+            status: FreshnessStatus::Fresh,
+            ..sample()
+        };
+        let unobserved = record.clone().unobserved();
+        assert_eq!(unobserved.status, FreshnessStatus::Unknown);
+        assert_eq!(unobserved.watcher, None);
+        assert_eq!(unobserved.last_synced_at, record.last_synced_at);
+        let frame = record.unobserved_state_frame("/w");
+        assert_eq!(frame.status, FreshnessStatus::Unknown);
+        assert!(!frame.syncing);
+        assert_eq!(frame.watcher, None);
+        assert_eq!(frame.last_error.as_deref(), Some("exit status 1"));
+        assert_eq!(frame.stale_since, Some(2_000));
+        assert_eq!(
+            frame.detail.as_deref(),
+            Some("not observed (no service running); last recorded status fresh")
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //!   death signal, reset signal state and a clean, tagged environment.
 //! - [`capture`]: read its stdout/stderr line by line, bounded.
 //! - [`cgc_markers`]: recognise CGC's ready line and lock error.
+//! - [`executable`]: find the configured `cgc` the way a spawn will.
 //! - [`reap`]: collect every exit (children and re-parented orphans) on
 //!   SIGCHLD; be a child subreaper.
 //! - [`stop`]: SIGINT → SIGTERM → SIGKILL escalation per process group, plus
@@ -22,6 +23,7 @@
 pub mod busy;
 pub mod capture;
 pub mod cgc_markers;
+pub mod executable;
 pub mod proc_info;
 pub mod reap;
 pub mod spawn;

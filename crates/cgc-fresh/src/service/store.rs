@@ -7,7 +7,9 @@
 //! of costing an fsync each: after a restart the status is `unknown` and
 //! neither counter means anything across it. A failed
 //! write is logged once, reported in the state frame, and the service goes
-//! on (fail-open): the record in memory stays authoritative. After a restart
+//! on (fail-open): the record in memory stays authoritative, and the older
+//! file is withdrawn (removed, else emptied) so that it cannot go on saying
+//! `fresh` when that is no longer true. After a restart
 //! the record is read back and the machine turns it into `unknown`.
 
 use std::path::PathBuf;
@@ -78,6 +80,7 @@ impl FreshnessStore {
             Err(error) => {
                 if self.failing.is_none() {
                     tracing::error!(event = "state_write_failed", path = %self.file.display(), error = %error);
+                    self.withdraw_stale_file();
                 }
                 self.failing = Some(format!(
                     "state file {} not written: {error}",
@@ -87,10 +90,48 @@ impl FreshnessStore {
         }
     }
 
+    /// After a failed write the file on disk still holds an older record,
+    /// which may say `fresh` when that is no longer true. It must not
+    /// outlive the truth: the file is removed (which works on a full disk),
+    /// else emptied in place — an empty record reads as unreadable, never
+    /// as `fresh`. Both are tried without following a link at the path.
+    fn withdraw_stale_file(&mut self) {
+        self.written = None;
+        if std::fs::symlink_metadata(&self.file).is_err() {
+            return; // nothing there (or not even a directory to hold it)
+        }
+        let outcome = match std::fs::remove_file(&self.file) {
+            Ok(()) => Ok("removed"),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return,
+            Err(remove_error) => truncate_in_place(&self.file)
+                .map(|()| "emptied")
+                .map_err(|error| format!("remove: {remove_error}; empty: {error}")),
+        };
+        match outcome {
+            Ok(how) => {
+                tracing::warn!(event = "state_file_withdrawn", path = %self.file.display(), how)
+            }
+            Err(error) => {
+                tracing::error!(event = "state_file_withdraw_failed", path = %self.file.display(), error = %error)
+            }
+        }
+    }
+
     /// Why writes are failing, if they are.
     pub fn failure(&self) -> Option<&str> {
         self.failing.as_deref()
     }
+}
+
+/// Empties a regular file at `path` without following a link there.
+fn truncate_in_place(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map(drop)
 }
 
 /// The record as far as a person reads it: the per-edit counters blanked.

@@ -488,7 +488,7 @@ impl Handler<ChildEvent> for SyncRunner {
                 pid,
                 status,
                 output_tail,
-                ..
+                during_shutdown,
             } => {
                 let current = self.run.as_ref().and_then(|run| match &run.phase {
                     Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
@@ -497,6 +497,13 @@ impl Handler<ChildEvent> for SyncRunner {
                 // spawn reply is not processed yet, and this is its exit.
                 if current.is_some_and(|c| c != id) {
                     return;
+                }
+                // Stopped by an orderly shutdown: a cancellation, not a
+                // failure to record (and show again after a restart).
+                if during_shutdown {
+                    if let Some(run) = self.run.as_mut() {
+                        run.facts.cancelled = true;
+                    }
                 }
                 use std::os::unix::process::ExitStatusExt;
                 self.child_exited(pid, status.code(), status.signal(), output_tail, ctx);

@@ -318,6 +318,7 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                 pid,
                 status,
                 output_tail,
+                during_shutdown,
                 ..
             } => {
                 let Some(mut running) = self.running.take() else {
@@ -336,7 +337,9 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                     describe(status),
                     output_tail.trim()
                 );
-                let event = if running.session_ended {
+                // Stopped by its session's end or by an orderly shutdown:
+                // not an error to record.
+                let event = if running.session_ended || during_shutdown {
                     WatcherEvent::Stopped { pid }
                 } else if running.verified {
                     WatcherEvent::Died { pid, error }

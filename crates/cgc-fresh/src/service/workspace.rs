@@ -39,6 +39,7 @@ use super::watcher_supervisor::{
 };
 use crate::config_load::LoadedConfig;
 use crate::paths::ServicePaths;
+use crate::process::executable::locate;
 use crate::supervisor::{LiveChildren, RootSupervisor, StopSession};
 
 pub struct WorkspaceActor {
@@ -67,6 +68,9 @@ pub struct WorkspaceActor {
     last_transition: Option<StateSummary>,
     /// Open client connections, and the idle-exit timer armed while none.
     clients: usize,
+    /// Why the configured `cgc` cannot be run, while that is so: shown in
+    /// every state frame so a person learns it before the first edit.
+    cgc_missing: Option<String>,
     idle_timer: Option<SpawnHandle>,
     lifecycle: Recipient<Shutdown>,
 }
@@ -138,6 +142,7 @@ impl WorkspaceActor {
             flush_scheduled: false,
             last_transition: None,
             clients: 0,
+            cgc_missing: None,
             idle_timer: None,
             lifecycle,
         }
@@ -151,7 +156,25 @@ impl WorkspaceActor {
                 frame.last_error = Some(failure.to_string());
             }
         }
+        frame.warnings.extend(self.cgc_missing.iter().cloned());
         frame
+    }
+
+    /// Looks for the configured `cgc` the way a spawn will; logs when that
+    /// changes. Run at start, on a configuration change and on `status`.
+    fn check_cgc_executable(&mut self) {
+        let executable = &self.config.settings.cgc.executable;
+        let search_path = std::env::var_os("PATH");
+        let missing = locate(executable, search_path.as_deref(), &self.workspace).err();
+        if missing != self.cgc_missing {
+            match &missing {
+                Some(problem) => {
+                    tracing::warn!(event = "cgc_not_found", executable = %executable, problem = %problem)
+                }
+                None => tracing::info!(event = "cgc_found", executable = %executable),
+            }
+            self.cgc_missing = missing;
+        }
     }
 
     fn config_frame(&self) -> ConfigFrame {
@@ -341,6 +364,7 @@ impl Actor for WorkspaceActor {
         .start();
         self.detector = Some(detector);
         self.watcher = Some(watcher);
+        self.check_cgc_executable();
         // The restored record (now `unknown`) is what the disk should say.
         self.store.save(self.machine.record());
         self.rearm_wake(ctx);
@@ -377,6 +401,7 @@ impl Handler<FromClient> for WorkspaceActor {
                 if self.panic_on_status {
                     panic!("fault injection: CGC_FRESH_FAULT_PANIC_ON_STATUS");
                 }
+                self.check_cgc_executable();
                 reply(&reply_to, id, ServerFrame::State(self.state_frame()))
             }
             ClientFrame::Config => reply(&reply_to, id, ServerFrame::Config(self.config_frame())),
@@ -435,7 +460,12 @@ impl Handler<FromClient> for WorkspaceActor {
                 }
             }
             ClientFrame::ToolCall(call) => {
-                ack_if_asked(&reply_to, id);
+                self.ack_session_event(
+                    &reply_to,
+                    id,
+                    &call.session,
+                    "the edit still marks the graph possibly stale, but no sync follows for it",
+                );
                 tracing::debug!(event = "tool_call", session = %call.session, tool = %call.tool, paths = call.paths.len());
                 self.apply(
                     Input::ToolCall {
@@ -447,7 +477,7 @@ impl Handler<FromClient> for WorkspaceActor {
                 );
             }
             ClientFrame::ToolResult(result) => {
-                ack_if_asked(&reply_to, id);
+                self.ack_session_event(&reply_to, id, &result.session, "the result is ignored");
                 self.apply(
                     Input::ToolResult {
                         session: result.session,
@@ -467,6 +497,36 @@ impl Handler<FromClient> for WorkspaceActor {
 }
 
 impl WorkspaceActor {
+    /// Acknowledges an event about `session` when asked (an `id`); when the
+    /// session is not live, the reply is an `unknown_session` error saying
+    /// what became of the event (`consequence`) instead of a bare `ack`.
+    fn ack_session_event(
+        &self,
+        reply_to: &Recipient<Push>,
+        id: Option<RequestId>,
+        session: &str,
+        consequence: &str,
+    ) {
+        if id.is_none() {
+            return;
+        }
+        if self.machine.is_live(session) {
+            return reply(reply_to, id, ServerFrame::Ack);
+        }
+        tracing::info!(event = "unknown_session", session = %session);
+        reply(
+            reply_to,
+            id,
+            ServerFrame::Error(ErrorFrame::new(
+                ErrorCode::UnknownSession,
+                format!(
+                    "session {session:?} is not live here (never started, or ended): \
+                     {consequence}; send session_start first, on a connection that stays open"
+                ),
+            )),
+        );
+    }
+
     /// Idle exit (`service.idleExitMs` > 0): a one-shot timer armed when the
     /// last client leaves, never a periodic tick. When it fires with still
     /// no client, no sync and no child, the service stops; the record is on
@@ -606,6 +666,7 @@ impl Handler<ConfigChanged> for WorkspaceActor {
         if let Some(detector) = &self.detector {
             detector.do_send(DetectorSettings(self.config.settings.clone()));
         }
+        self.check_cgc_executable();
         self.rearm_wake(ctx);
     }
 }

@@ -46,6 +46,9 @@ pub enum ChildEvent {
         pid: i32,
         status: ExitStatus,
         output_tail: String,
+        /// The service was shutting down when it exited: it was stopped
+        /// (or died) as part of an orderly stop, which is nobody's error.
+        during_shutdown: bool,
     },
 }
 
@@ -371,6 +374,7 @@ impl RootSupervisor {
             pid: child.entry.pid,
             status,
             output_tail: child.capture.tail_text(20),
+            during_shutdown: self.shutting_down,
         });
         self.persist();
     }

@@ -8,8 +8,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// Whether units can be installed here, and if not, why.
@@ -107,20 +106,14 @@ pub fn classify_manager_state(output: &CommandOutput) -> Availability {
 }
 
 fn find_executable(name: &str, path: &OsStr) -> Option<PathBuf> {
-    std::env::split_paths(path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable_file(candidate))
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    which::which_in(name, Some(path), "/").ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
 
     fn output(success: bool, stdout: &str, stderr: &str) -> CommandOutput {
         CommandOutput {
