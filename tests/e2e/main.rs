@@ -6,6 +6,7 @@ mod support;
 mod config;
 mod deploy;
 mod faults;
+mod hardening;
 mod protocol;
 mod real_cgc;
 mod serve;
