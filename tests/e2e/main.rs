@@ -6,6 +6,7 @@ mod support;
 mod config;
 mod deploy;
 mod faults;
+mod instance;
 mod protocol;
 mod real_cgc;
 mod serve;
