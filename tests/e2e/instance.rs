@@ -481,3 +481,27 @@ fn a_removed_state_directory_is_rebuilt_the_lock_taken_again_and_a_second_serve_
     let outcome = serve_outcome(&sandbox, cmd);
     assert_second_refused_and_first_intact(&sandbox, &first, &children, &outcome);
 }
+
+#[test]
+fn a_live_socket_at_the_path_is_not_taken_over() {
+    // Another workspace's service given the same socket path (simulated by
+    // a listener of the test's own).
+    let sandbox = Sandbox::new();
+    let socket = sandbox.default_socket();
+    let dir = socket.parent().unwrap();
+    fs::create_dir_all(dir).unwrap();
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let listener = UnixListener::bind(&socket).unwrap();
+    let mut cmd = sandbox.command();
+    cmd.arg("serve");
+    let stderr = assert_refused(
+        &serve_outcome(&sandbox, cmd),
+        &["a live service answers on this socket"],
+    );
+    assert!(stderr.contains("\"socket_path_refused\""), "{stderr}");
+    // Still the test's listener, reachable.
+    drop(std::os::unix::net::UnixStream::connect(&socket).expect("still listening"));
+    drop(listener);
+    // The refused start released and removed nothing of its own either.
+    assert!(!lock_path(&sandbox).exists(), "the lock file was left");
+}

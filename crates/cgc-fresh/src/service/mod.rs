@@ -334,7 +334,7 @@ fn bind(socket: &Path) -> Result<tokio::net::UnixListener, BindError> {
                 return Err(BindError::NotASocket(shown(), what));
             }
             // Another workspace's service may have been given this path.
-            if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            if socket_answers(socket)? {
                 return Err(BindError::Live(shown()));
             }
             std::fs::remove_file(socket)?;
@@ -344,6 +344,25 @@ fn bind(socket: &Path) -> Result<tokio::net::UnixListener, BindError> {
     let listener = tokio::net::UnixListener::bind(socket)?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
+}
+
+/// Whether something listens on the socket file at `path`. The connect is
+/// non-blocking: a listener whose backlog is full still counts as alive,
+/// and a wedged one cannot hang the start-up.
+fn socket_answers(path: &Path) -> io::Result<bool> {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let address = UnixAddr::new(path)?;
+    match connect(fd.as_raw_fd(), &address) {
+        Ok(()) | Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINPROGRESS) => Ok(true),
+        Err(_) => Ok(false),
+    }
 }
 
 /// Runs the two-phase shutdown: every child is stopped and reaped, then the
