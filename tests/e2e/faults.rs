@@ -312,18 +312,20 @@ fn a_removed_runtime_directory_is_rebuilt_and_a_second_serve_is_still_refused() 
     fs::rename(&dir, &moved).unwrap();
     fs::remove_dir_all(&moved).unwrap();
     wait_until(
-        "the lock to be taken again",
-        Duration::from_secs(10),
-        || !service.log_events("instance_relocked").is_empty(),
-    );
-    let relocked = service.log_events("instance_relocked");
-    assert_eq!(relocked.len(), 1, "{relocked:?}");
-    wait_until(
         "the socket to be bound again",
         Duration::from_secs(10),
         || UnixStream::connect(&service.socket).is_ok(),
     );
+    let rebound = service.log_events("socket_rebound");
+    assert_eq!(rebound.len(), 1, "{rebound:?}");
+    assert_eq!(rebound[0]["cause"], "directory_removed", "{rebound:?}");
     assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+    // The lock lives in the state directory and was never touched.
+    assert!(
+        service.log_events("instance_relocked").is_empty(),
+        "{}",
+        service.log_text()
+    );
     // The workspace is still this service's: a second serve is refused and
     // names it, and so sweeps none of its children.
     assert_second_serve_is_refused(&sandbox, &service);
@@ -336,7 +338,7 @@ fn a_removed_runtime_directory_is_rebuilt_and_a_second_serve_is_still_refused() 
 #[test]
 fn a_lock_file_replaced_by_one_another_process_holds_stops_the_service_gracefully() {
     let (sandbox, fake, mut service) = indexed_with_fake(json!({}), &fast_env(&[]));
-    let lock = service.socket.with_extension("lock");
+    let lock = state_file_path(&sandbox).with_file_name("instance.lock");
     assert!(lock.exists(), "{}", lock.display());
     // Another holder of a file that then takes the lock's name (as if a
     // second service had started after the old file was deleted).
@@ -844,18 +846,12 @@ fn state_registry_lock_and_socket_are_created_user_only() {
     // A running sync: the registry lists it.
     conn.wait_status("syncing");
     let runtime = service.socket.parent().unwrap().to_path_buf();
-    let stem = service
-        .socket
-        .file_stem()
-        .unwrap()
-        .to_string_lossy()
-        .to_string();
-    let registry = runtime.join(format!("{stem}.children.json"));
-    let lock = runtime.join(format!("{stem}.lock"));
+    let state = state_file_path(&sandbox);
+    let registry = state.with_file_name("children.json");
+    let lock = state.with_file_name("instance.lock");
     wait_until("the registry file", Duration::from_secs(5), || {
         registry.exists()
     });
-    let state = state_file_path(&sandbox);
     assert_eq!(mode(&runtime), 0o700, "runtime directory");
     assert_eq!(mode(&service.socket), 0o600, "socket");
     assert_eq!(mode(&lock), 0o600, "instance lock");

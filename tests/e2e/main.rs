@@ -7,6 +7,7 @@ mod config;
 mod deploy;
 mod faults;
 mod hardening;
+mod instance;
 mod protocol;
 mod real_cgc;
 mod serve;

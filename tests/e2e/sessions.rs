@@ -131,14 +131,21 @@ fn a_state_file_that_cannot_be_written_is_recorded_and_the_service_goes_on() {
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let fake = FakeCgc::new(&sandbox, json!({}));
-    // A state directory below a regular file can never be created.
-    let blocker = sandbox.root.path().join("not-a-dir");
-    fs::write(&blocker, "x").unwrap();
-    let state_home = blocker.join("state");
-    let mut env = ENV.to_vec();
-    let state_home_text = state_home.display().to_string();
-    env.push(("XDG_STATE_HOME", state_home_text.as_str()));
-    let service = Service::start_with_fake(&sandbox, &fake, &env);
+    // A directory where the state file goes: it can never be replaced.
+    // (The state directory itself must be usable: the instance lock is in it.)
+    let canonical = fs::canonicalize(sandbox.workspace()).unwrap();
+    let state_file = sandbox
+        .state_home()
+        .join("cgc-fresh")
+        .join(crate::support::workspace_id(&canonical))
+        .join("state.json");
+    fs::create_dir_all(state_file.join("blocker")).unwrap();
+    fs::set_permissions(
+        state_file.parent().unwrap(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let service = Service::start_with_fake(&sandbox, &fake, &ENV);
     let mut conn = harness(&service, "pi", "s1", "startup");
     edit(&mut conn, "s1", "a.py");
     let (fresh, _) = conn.wait_status("fresh");

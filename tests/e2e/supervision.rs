@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use std::os::unix::fs::PermissionsExt;
+
 use crate::support::{
-    assert_gone_with_no_token_holders, indexed_with_fake, is_alive, wait_until, Conn, FakeCgc,
-    Sandbox, Service,
+    assert_gone_with_no_token_holders, indexed_with_fake, is_alive, wait_until, workspace_id, Conn,
+    FakeCgc, Sandbox, Service,
 };
 
 /// A sync that daemonizes a grandchild, then hangs without ever being ready.
@@ -225,9 +227,14 @@ fn a_sigkilled_service_leaves_only_what_the_next_start_sweeps() {
 #[test]
 fn a_corrupt_registry_file_is_survived_with_a_warning() {
     let sandbox = Sandbox::new();
-    let socket = sandbox.default_socket();
-    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
-    let registry = socket.with_extension("children.json");
+    let canonical = std::fs::canonicalize(sandbox.workspace()).unwrap();
+    let state_dir = sandbox
+        .state_home()
+        .join("cgc-fresh")
+        .join(workspace_id(&canonical));
+    std::fs::create_dir_all(&state_dir).unwrap();
+    std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let registry = state_dir.join("children.json");
     std::fs::write(&registry, b"{ not json").unwrap();
     let service = Service::start(&sandbox, &[], &[]);
     assert_eq!(

@@ -456,7 +456,11 @@ pub fn assert_second_serve_is_refused(sandbox: &Sandbox, first: &Service) {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("already running (pid {})", first.pid())),
+        stderr.contains(&format!(
+            "already running (pid {}, socket {})",
+            first.pid(),
+            first.socket.display()
+        )),
         "{stderr}"
     );
 }

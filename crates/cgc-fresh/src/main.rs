@@ -2,6 +2,7 @@
 //! agent edits the workspace. `cgc-fresh serve` runs the per-workspace
 //! service; the other subcommands are its clients (see `cli`).
 
+mod atomic_file;
 mod cli;
 mod client;
 mod commands;

@@ -1,5 +1,26 @@
 //! The running service: binding the socket, starting the actors, and the
 //! order in which things stop.
+//!
+//! Start-up, in this order, and a refusal at any step changes nothing:
+//!
+//! 1. the socket's directory is checked (created 0700 when missing; an
+//!    existing one must be ours and writable by nobody else — `paths.rs`),
+//!    unless systemd passed the socket in (`socket_dir_refused`);
+//! 2. the state directory likewise (`state_dir_refused`);
+//! 3. the instance lock in the state directory is taken (`instance_lock.rs`).
+//!    Held by another service: `instance_refused`, and the process exits
+//!    non-zero naming the holder's pid and socket — no sweep, no socket
+//!    removal, no state write;
+//! 4. the start-up sweep (`supervisor/sweep.rs`);
+//! 5. the socket is bound. A file already at its path is removed only if it
+//!    is a socket nobody answers on (a dead service's); a live socket, a
+//!    regular file, a symlink or anything else is refused
+//!    (`socket_path_refused`), never removed.
+//!
+//! A clean stop removes, in this order, the socket (only if its path still
+//! names the file this service bound — device and inode), the registry
+//! (when no child is left; the supervisor does it), and the lock file
+//! (while still holding it, and only if its path still names the held file).
 
 mod backend_detector;
 mod config_actor;
@@ -15,7 +36,7 @@ mod watcher_supervisor;
 mod workspace;
 
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -24,14 +45,15 @@ use anyhow::{bail, Context as _};
 
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::instance_lock::{InstanceLock, LockError};
 use crate::paths::{ensure_private_dir, ServicePaths};
 use crate::process::reap::set_child_subreaper;
 use crate::supervisor::panic_hook;
 use crate::supervisor::registry::Registry;
 use crate::supervisor::sweep::sweep_leftovers;
-use crate::supervisor::{owner_token_prefix, KillAllNow, RootSupervisor, StopAll};
+use crate::supervisor::{
+    owner_token_prefix, InstanceId, KillAllNow, ReleaseRegistry, RootSupervisor, StopAll,
+};
 use crate::systemd::activation::{bound_path, listen_fds_listener};
 use crate::systemd::notify::Notifier;
 use config_actor::ConfigActor;
@@ -54,22 +76,35 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     // Everything we create (socket, state, registry, logs) is user-only.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let paths = options.paths;
-    ensure_private_dir(&paths.runtime_dir)
-        .with_context(|| format!("runtime directory {}", paths.runtime_dir.display()))?;
-    let lock = match InstanceLock::acquire(&paths.lock) {
-        Ok(lock) => lock,
-        Err(LockError::Held { pid }) => {
-            let pid = live_service_pid(&paths.socket).or(pid);
-            let pid = pid
-                .map(|p| p.to_string())
-                .unwrap_or_else(|| "unknown".into());
-            tracing::error!(event = "already_running", pid = %pid, socket = %paths.socket.display());
-            bail!(
-                "already running (pid {pid}) for {}",
-                paths.workspace.display()
-            );
+    if activated.is_none() {
+        if let Err(error) = ensure_private_dir(&paths.runtime_dir) {
+            tracing::error!(event = "socket_dir_refused", dir = %paths.runtime_dir.display(), socket = %paths.socket.display(), reason = error.reason(), error = %error);
+            bail!("socket directory {error}");
         }
-        Err(other) => return Err(other.into()),
+    }
+    if let Err(error) = ensure_private_dir(&paths.state_dir) {
+        tracing::error!(event = "state_dir_refused", dir = %paths.state_dir.display(), reason = error.reason(), error = %error);
+        bail!("state directory {error}");
+    }
+    let lock = match InstanceLock::acquire(&paths.lock, &paths.socket) {
+        Ok(lock) => lock,
+        Err(error @ LockError::Held { .. }) => {
+            if let LockError::Held { holder } = &error {
+                tracing::error!(
+                    event = "instance_refused",
+                    holder_pid = holder.pid,
+                    holder_socket = holder.socket.as_ref().map(|s| s.display().to_string()),
+                    lock = %paths.lock.display(),
+                    socket = %paths.socket.display(),
+                    workspace = %paths.workspace.display(),
+                );
+            }
+            bail!("{error} for {}", paths.workspace.display());
+        }
+        Err(error) => {
+            tracing::error!(event = "instance_lock_failed", lock = %paths.lock.display(), error = %error);
+            return Err(error.into());
+        }
     };
     let config = Arc::new(ConfigActor::load(
         &paths.workspace,
@@ -81,16 +116,35 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         tracing::warn!(event = "subreaper_failed", error = %error);
     }
     let token_prefix = owner_token_prefix(&paths.id);
-    let service_token = format!("{token_prefix}{}-{}", std::process::id(), unique_suffix());
+    let instance = InstanceId::current().unwrap_or_else(|error| {
+        // Without our start time the token cannot prove we are alive; a
+        // next instance would treat our children as leftovers only once
+        // our pid is gone or reused, which is when they are.
+        tracing::warn!(event = "instance_start_time_unknown", error = %error);
+        InstanceId {
+            pid: std::process::id() as i32,
+            start_time: 0,
+        }
+    });
+    let service_token = instance.service_token(&token_prefix);
     panic_hook::init(&format!("{service_token}."));
     panic_hook::install();
     let registry = Registry::new(paths.registry.clone());
-    let swept = sweep_leftovers(&registry, &token_prefix, &service_token);
+    let swept = sweep_leftovers(&registry, &token_prefix, instance);
+    let describe = |list: &[(i32, crate::supervisor::sweep::Spared)]| {
+        list.iter()
+            .map(|(pid, why)| format!("{pid}:{}", why.as_str()))
+            .collect::<Vec<_>>()
+    };
     tracing::info!(
         event = "startup_sweep",
+        registry = %paths.registry.display(),
+        service_token = %service_token,
         groups_killed = ?swept.groups_killed,
         token_holders_killed = ?swept.token_holders_killed,
         stale_entries = swept.stale_entries,
+        stale = ?describe(&swept.plan.stale),
+        spared = ?describe(&swept.plan.spared),
         registry_problem = swept.registry_problem.as_deref(),
     );
     if let Some(problem) = &swept.registry_problem {
@@ -111,17 +165,15 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         lock: lock.clone(),
     };
     let result = system.block_on(run(start));
-    // Held (and kept at its path by the socket guard) until everything stopped.
+    // Held (and kept at its path by the socket guard) until everything
+    // stopped; the file goes while still held, if it is still ours.
+    let removed = lock
+        .lock()
+        .map(|held| held.remove_file(&paths.lock))
+        .unwrap_or(false);
+    tracing::info!(event = "instance_released", lock = %paths.lock.display(), lock_file_removed = removed);
     drop(lock);
     result
-}
-
-/// Asks whoever answers on `socket` for its pid.
-fn live_service_pid(socket: &Path) -> Option<u32> {
-    Client::connect_hello(socket, "cgc-fresh-serve-probe")
-        .ok()?
-        .welcome
-        .map(|w| w.pid)
 }
 
 /// Everything `run` starts from.
@@ -165,10 +217,18 @@ async fn run(start: Start) -> anyhow::Result<()> {
             }
             tokio::net::UnixListener::from_std(listener).context("activated socket")?
         }
-        None => {
-            bind(&paths.socket).with_context(|| format!("socket {}", paths.socket.display()))?
-        }
+        None => match bind(&paths.socket) {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::error!(event = "socket_path_refused", socket = %paths.socket.display(), error = %error);
+                return Err(error).with_context(|| format!("socket {}", paths.socket.display()));
+            }
+        },
     };
+    let bound = socket_guard::BoundSocket::default();
+    if !socket_activated {
+        bound.set(socket_guard::file_id(&paths.socket).ok());
+    }
     let max_line_bytes = config.settings.service.max_line_bytes;
     let stop_grace = Duration::from_millis(config.settings.supervisor.stop_grace_ms);
     let supervisor =
@@ -204,10 +264,11 @@ async fn run(start: Start) -> anyhow::Result<()> {
     let socket_owner = if socket_activated {
         socket_guard::SocketOwner::Systemd
     } else {
-        socket_guard::SocketOwner::Service(paths.socket.clone())
+        socket_guard::SocketOwner::Service(paths.socket.clone(), bound.clone())
     };
     let lock_keeper = socket_guard::LockKeeper {
         path: paths.lock.clone(),
+        socket: paths.socket.clone(),
         held: lock,
         lost: lifecycle.clone().recipient(),
     };
@@ -227,7 +288,8 @@ async fn run(start: Start) -> anyhow::Result<()> {
     let _ = stopped_rx.await;
     // A socket systemd owns stays for the next activation.
     if !socket_activated {
-        remove_socket_if_ours(&paths.socket);
+        let removed = socket_guard::remove_if_same_file(&paths.socket, bound.get());
+        tracing::info!(event = "socket_removed", socket = %paths.socket.display(), removed, reason = if removed { "ours" } else { "not_ours_or_gone" });
     }
     tracing::info!(event = "stopped");
     Ok(())
@@ -235,21 +297,72 @@ async fn run(start: Start) -> anyhow::Result<()> {
 
 use crate::config_load::LoadedConfig;
 
-/// Binds the socket, replacing a stale file (we hold the instance lock, so
-/// no live service owns it), and restricts it to the owner.
-fn bind(socket: &Path) -> io::Result<tokio::net::UnixListener> {
-    match std::fs::remove_file(socket) {
-        Ok(()) => tracing::info!(event = "stale_socket_removed", socket = %socket.display()),
+/// Why the socket's path cannot be bound.
+#[derive(Debug, thiserror::Error)]
+enum BindError {
+    #[error("{0}: is a symlink, not a socket; refusing to remove it")]
+    Symlink(String),
+    #[error("{0}: is not a socket (a {1}); refusing to remove it")]
+    NotASocket(String, &'static str),
+    #[error("{0}: a live service answers on this socket; refusing to take it over")]
+    Live(String),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Binds the socket, restricted to the owner. A stale socket file (nobody
+/// answers on it) is replaced; anything else at the path is left alone and
+/// the bind refused (see the module docs).
+fn bind(socket: &Path) -> Result<tokio::net::UnixListener, BindError> {
+    let shown = || socket.display().to_string();
+    match std::fs::symlink_metadata(socket) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
+        Ok(meta) => {
+            let kind = meta.file_type();
+            if kind.is_symlink() {
+                return Err(BindError::Symlink(shown()));
+            }
+            if !kind.is_socket() {
+                let what = if kind.is_dir() {
+                    "directory"
+                } else if kind.is_file() {
+                    "regular file"
+                } else {
+                    "special file"
+                };
+                return Err(BindError::NotASocket(shown(), what));
+            }
+            // Another workspace's service may have been given this path.
+            if socket_answers(socket)? {
+                return Err(BindError::Live(shown()));
+            }
+            std::fs::remove_file(socket)?;
+            tracing::info!(event = "stale_socket_removed", socket = %socket.display());
+        }
     }
     let listener = tokio::net::UnixListener::bind(socket)?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
 }
 
-fn remove_socket_if_ours(socket: &Path) {
-    let _ = std::fs::remove_file(socket);
+/// Whether something listens on the socket file at `path`. The connect is
+/// non-blocking: a listener whose backlog is full still counts as alive,
+/// and a wedged one cannot hang the start-up.
+fn socket_answers(path: &Path) -> io::Result<bool> {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let address = UnixAddr::new(path)?;
+    match connect(fd.as_raw_fd(), &address) {
+        Ok(()) | Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINPROGRESS) => Ok(true),
+        Err(_) => Ok(false),
+    }
 }
 
 /// Runs the two-phase shutdown: every child is stopped and reaped, then the
@@ -291,6 +404,10 @@ impl Handler<Shutdown> for Lifecycle {
             return;
         }
         self.stopping = true;
+        if matches!(msg.reason, ShutdownReason::InstanceLost) {
+            // The registry is the other service's now (same workspace).
+            self.supervisor.do_send(ReleaseRegistry);
+        }
         if let Err(error) = self.notifier.stopping() {
             tracing::warn!(event = "notify_failed", state = "STOPPING=1", error = %error);
         }
@@ -308,11 +425,4 @@ impl Handler<Shutdown> for Lifecycle {
                 }),
         );
     }
-}
-
-fn unique_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
 }

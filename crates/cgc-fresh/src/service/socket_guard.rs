@@ -24,13 +24,22 @@
 //! to the socket unit: binding our own would hide the unit's socket, so the
 //! guard only warns (`socket_lost`) and says how to recover.
 //!
-//! The instance lock file lives beside the socket and goes with it when the
-//! directory is removed; a second `serve` could then take the workspace (and
-//! sweep this service's children as leftovers). The guard watches the lock's
-//! name too and takes the lock again on a new file at once
-//! (`instance_relocked`). If another service holds it by then, this one has
-//! lost the workspace: it says so (`instance_lost`, naming the holder) and
-//! shuts down gracefully.
+//! The instance lock lives in the workspace's state directory (see
+//! `paths.rs`), not beside the socket, so removing the runtime directory
+//! costs the socket only. Its file can still be deleted or replaced (a
+//! clean-up of `~/.local/state`, a mistaken `rm`); a second `serve` could
+//! then take the workspace. The guard watches the state directory too — a
+//! second watch on the same inotify instance, for the lock's name and the
+//! directory's own deletion or move — and takes the lock again on a new
+//! file at once (`instance_relocked`, the directory re-created 0700 if it
+//! went). If another service holds it by then, this one has lost the
+//! workspace: it says so (`instance_lost`, naming the holder), stops
+//! writing the registry that is now the other's, and shuts down gracefully.
+//!
+//! The guard also keeps the identity (device and inode) of the socket file
+//! it bound last, shared with the service ([`BoundSocket`]): at exit the
+//! socket's path is removed only if it still names that file
+//! ([`remove_if_same_file`]), never a file someone else put there.
 //!
 //! An accept loop is stopped by aborting its task, which closes the old
 //! listener. A client that connected to the old socket just before it was
@@ -61,17 +70,36 @@ use crate::paths::ensure_private_dir;
 /// The instance lock, kept at its path by the guard.
 pub struct LockKeeper {
     pub path: PathBuf,
+    /// The socket recorded in the lock file when it is taken again.
+    pub socket: PathBuf,
     /// Shared with `serve`, which holds it until the service has stopped.
     pub held: Arc<Mutex<InstanceLock>>,
     /// Told when another service holds the workspace's lock now.
     pub lost: Recipient<Shutdown>,
 }
 
+/// The identity of the socket file the service bound last (None when it
+/// could not be read), shared by the guard (which re-binds) and the
+/// service (which removes the file at exit only if it is still this one).
+#[derive(Debug, Clone, Default)]
+pub struct BoundSocket(Arc<Mutex<Option<FileId>>>);
+
+impl BoundSocket {
+    pub fn get(&self) -> Option<FileId> {
+        self.0.lock().map(|id| *id).unwrap_or(None)
+    }
+    pub fn set(&self, id: Option<FileId>) {
+        if let Ok(mut bound) = self.0.lock() {
+            *bound = id;
+        }
+    }
+}
+
 /// Who owns the socket's path, which decides what happens when it goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum SocketOwner {
     /// The service bound it at this path: re-bind there.
-    Service(PathBuf),
+    Service(PathBuf, BoundSocket),
     /// systemd passed it in: its unit owns the path; warn only.
     Systemd,
 }
@@ -87,7 +115,7 @@ pub fn start(
     lock: LockKeeper,
 ) {
     let path = match &owner {
-        SocketOwner::Service(path) => Some(path.clone()),
+        SocketOwner::Service(path, _) => Some(path.clone()),
         SocketOwner::Systemd => listener
             .local_addr()
             .ok()
@@ -101,8 +129,11 @@ pub fn start(
         spawn_accept(listener);
         return;
     };
-    let rebind = matches!(owner, SocketOwner::Service(_));
-    match SocketGuard::new(path.clone(), rebind, Some(lock)) {
+    let (rebind, bound) = match owner {
+        SocketOwner::Service(_, bound) => (true, bound),
+        SocketOwner::Systemd => (false, BoundSocket::default()),
+    };
+    match SocketGuard::new(path.clone(), rebind, Some(lock), bound) {
         Ok(guard) => {
             actix_rt::spawn(guard.run(listener, spawn_accept));
         }
@@ -134,10 +165,20 @@ impl AsRawFd for InotifyFd {
 }
 
 /// Identity of a file: device and inode.
-type FileId = (u64, u64);
+pub type FileId = (u64, u64);
 
-fn file_id(path: &Path) -> io::Result<FileId> {
+/// The identity of what `path` names (not following a symlink).
+pub fn file_id(path: &Path) -> io::Result<FileId> {
     fs::symlink_metadata(path).map(|meta| (meta.dev(), meta.ino()))
+}
+
+/// Removes `path` only if it still names the file `bound` (device and
+/// inode). Returns whether it was removed.
+pub fn remove_if_same_file(path: &Path, bound: Option<FileId>) -> bool {
+    match (bound, file_id(path)) {
+        (Some(bound), Ok(there)) if bound == there => fs::remove_file(path).is_ok(),
+        _ => false,
+    }
 }
 
 /// What the socket's path holds now, compared with what we bound.
@@ -156,20 +197,33 @@ pub struct SocketGuard {
     rebind: bool,
     inotify: AsyncFd<InotifyFd>,
     watch: WatchDescriptor,
-    /// The file we bound at `path` (None when it could not be read).
-    bound: Option<FileId>,
+    /// The file we bound at `path`.
+    bound: BoundSocket,
     rebinds: u64,
     /// A taken path is reported once, not at every event.
     reported_taken: bool,
-    /// The instance lock and its file name, when it lives in `dir`.
-    lock: Option<(std::ffi::OsString, LockKeeper)>,
+    /// The instance lock, kept while this service holds the workspace.
+    lock: Option<KeptLock>,
+}
+
+/// The instance lock and the watch on its directory.
+struct KeptLock {
+    keeper: LockKeeper,
+    name: std::ffi::OsString,
+    dir: PathBuf,
+    watch: WatchDescriptor,
 }
 
 impl SocketGuard {
-    /// Sets up the watch on `path`'s directory. `rebind`: whether a lost
-    /// path is bound again (false when systemd owns it). Must run inside a
-    /// tokio runtime.
-    pub fn new(path: PathBuf, rebind: bool, lock: Option<LockKeeper>) -> io::Result<SocketGuard> {
+    /// Sets up the watch on `path`'s directory (and on the lock's, when a
+    /// lock is to be kept). `rebind`: whether a lost path is bound again
+    /// (false when systemd owns it). Must run inside a tokio runtime.
+    pub fn new(
+        path: PathBuf,
+        rebind: bool,
+        lock: Option<LockKeeper>,
+        bound: BoundSocket,
+    ) -> io::Result<SocketGuard> {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -181,25 +235,38 @@ impl SocketGuard {
         } else {
             dir.to_path_buf()
         };
-        let lock = lock.and_then(|keeper| {
-            let name = keeper.path.file_name()?.to_os_string();
-            if keeper.path.parent() == Some(dir.as_path()) {
-                Some((name, keeper))
-            } else {
-                tracing::warn!(event = "instance_lock_unguarded", lock = %keeper.path.display(), socket = %path.display());
-                None
-            }
-        });
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         let watch = inotify.add_watch(&dir, watch_mask())?;
+        let lock = lock.and_then(|keeper| {
+            let (Some(lock_dir), Some(lock_name)) = (keeper.path.parent(), keeper.path.file_name())
+            else {
+                tracing::warn!(event = "instance_lock_unguarded", lock = %keeper.path.display(), error = "no directory or file name");
+                return None;
+            };
+            match inotify.add_watch(lock_dir, watch_mask()) {
+                Ok(lock_watch) => Some(KeptLock {
+                    name: lock_name.to_os_string(),
+                    dir: lock_dir.to_path_buf(),
+                    watch: lock_watch,
+                    keeper,
+                }),
+                Err(error) => {
+                    tracing::warn!(event = "instance_lock_unguarded", lock = %keeper.path.display(), error = %error);
+                    None
+                }
+            }
+        });
         // SAFETY: `InotifyFd` owns the descriptor (an `OwnedFd` inside
         // `Inotify`), never replaces it, and closes it only when dropped,
         // which is after the registration that `AsyncFd` drops first.
         let inotify =
             unsafe { AsyncFd::register_with_interest(InotifyFd(inotify), Interest::READABLE) }?;
+        if bound.get().is_none() {
+            bound.set(file_id(&path).ok());
+        }
         Ok(SocketGuard {
             name: name.to_os_string(),
-            bound: file_id(&path).ok(),
+            bound,
             path,
             dir,
             rebind,
@@ -251,25 +318,28 @@ impl SocketGuard {
         }
     }
 
-    /// Why this batch may concern our socket, if it does.
+    /// Why this batch may concern our socket or lock, if it does.
     fn relevant(&self, events: &[InotifyEvent]) -> Option<&'static str> {
+        let gone_self = AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF;
         events.iter().find_map(|event| {
             if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
                 // Events were lost: ours may have been among them.
                 return Some("events_overflowed");
             }
+            // The two watches are one when both files share a directory.
+            if let Some(lock) = self.lock.as_ref().filter(|lock| lock.watch == event.wd) {
+                if event.mask.intersects(gone_self) {
+                    return Some("lock_directory_removed");
+                }
+                if event.name.as_deref() == Some(lock.name.as_os_str()) {
+                    return Some("lock_file_changed");
+                }
+            }
             if event.wd != self.watch {
                 return None;
             }
-            if event
-                .mask
-                .intersects(AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF)
-            {
+            if event.mask.intersects(gone_self) {
                 return Some("directory_removed");
-            }
-            let lock_name = self.lock.as_ref().map(|(name, _)| name.as_os_str());
-            if event.name.is_some() && event.name.as_deref() == lock_name {
-                return Some("lock_file_changed");
             }
             if event.name.as_deref() != Some(self.name.as_os_str()) {
                 return None;
@@ -287,7 +357,7 @@ impl SocketGuard {
     fn path_now(&self) -> PathNow {
         match file_id(&self.path) {
             Err(error) if error.kind() == io::ErrorKind::NotFound => PathNow::Gone,
-            Ok(id) if Some(id) == self.bound => PathNow::Ours,
+            Ok(id) if Some(id) == self.bound.get() => PathNow::Ours,
             // Another file, or one we cannot inspect: not ours to touch.
             _ => PathNow::Taken,
         }
@@ -322,9 +392,9 @@ impl SocketGuard {
             PathNow::Gone => match bind_private(&self.path) {
                 Ok(listener) => {
                     self.rebinds += 1;
-                    self.bound = file_id(&self.path).ok();
+                    self.bound.set(file_id(&self.path).ok());
                     self.reported_taken = false;
-                    self.rewatch();
+                    self.rewatch_socket_dir();
                     tracing::info!(
                         event = "socket_rebound",
                         socket = %self.path.display(),
@@ -348,12 +418,13 @@ impl SocketGuard {
     }
 
     /// Takes the instance lock again when its file is no longer the one
-    /// held (deleted, moved, replaced); shuts the service down when another
-    /// service holds the new one.
+    /// held (deleted, moved, replaced, its directory gone); shuts the
+    /// service down when another service holds the new one.
     fn keep_lock(&mut self, cause: &'static str) {
-        let Some((_, keeper)) = &self.lock else {
+        let Some(lock) = &self.lock else {
             return;
         };
+        let keeper = &lock.keeper;
         let outcome = {
             let Ok(mut held) = keeper.held.lock() else {
                 tracing::warn!(
@@ -366,15 +437,15 @@ impl SocketGuard {
             if held.is_at(&keeper.path) {
                 return;
             }
-            match ensure_private_dir(&self.dir)
-                .map_err(|source| LockError::Io {
-                    path: self.dir.display().to_string(),
-                    source,
+            match ensure_private_dir(&lock.dir)
+                .map_err(|error| LockError::Io {
+                    path: lock.dir.display().to_string(),
+                    source: error.into(),
                 })
-                .and_then(|()| InstanceLock::acquire(&keeper.path))
+                .and_then(|()| InstanceLock::acquire(&keeper.path, &keeper.socket))
             {
-                Ok(lock) => {
-                    *held = lock;
+                Ok(new_lock) => {
+                    *held = new_lock;
                     Ok(())
                 }
                 Err(error) => Err(error),
@@ -384,14 +455,15 @@ impl SocketGuard {
         match outcome {
             Ok(()) => {
                 tracing::info!(event = "instance_relocked", lock = %path, cause);
-                self.rewatch();
+                self.rewatch_lock_dir();
             }
-            Err(LockError::Held { pid }) => {
+            Err(LockError::Held { holder }) => {
                 tracing::error!(
                     event = "instance_lost",
                     lock = %path,
                     cause,
-                    holder_pid = pid,
+                    holder_pid = holder.pid,
+                    holder_socket = holder.socket.as_ref().map(|s| s.display().to_string()),
                     "another service holds this workspace's lock now; this one stops",
                 );
                 keeper.lost.do_send(Shutdown {
@@ -407,18 +479,45 @@ impl SocketGuard {
 
     /// Watches the socket's directory again: after it was re-created the
     /// old watch is gone (or follows the moved directory).
-    fn rewatch(&mut self) {
-        let inotify = &self.inotify.get_ref().0;
-        match inotify.add_watch(&self.dir, watch_mask()) {
-            Ok(watch) if watch != self.watch => {
-                // The old directory was moved or deleted; stop following it
-                // (an already removed watch answers EINVAL, which is fine).
-                let _ = inotify.rm_watch(self.watch);
-                self.watch = watch;
+    fn rewatch_socket_dir(&mut self) {
+        let keep = self.lock.as_ref().map(|lock| lock.watch);
+        if let Some(watch) = self.rewatch(&self.dir, self.watch, keep) {
+            self.watch = watch;
+        }
+    }
+
+    /// The same for the lock's directory.
+    fn rewatch_lock_dir(&mut self) {
+        let Some(lock) = &self.lock else { return };
+        if let Some(watch) = self.rewatch(&lock.dir, lock.watch, Some(self.watch)) {
+            if let Some(lock) = self.lock.as_mut() {
+                lock.watch = watch;
             }
-            Ok(_) => {}
+        }
+    }
+
+    /// Adds a watch on `dir`; when it differs from `old`, stops following
+    /// the old one (a moved or deleted directory) unless the other watch
+    /// (`keep`) is the same descriptor. Returns the watch to use now.
+    fn rewatch(
+        &self,
+        dir: &Path,
+        old: WatchDescriptor,
+        keep: Option<WatchDescriptor>,
+    ) -> Option<WatchDescriptor> {
+        let inotify = &self.inotify.get_ref().0;
+        match inotify.add_watch(dir, watch_mask()) {
+            Ok(watch) if watch != old => {
+                // An already removed watch answers EINVAL, which is fine.
+                if keep != Some(old) {
+                    let _ = inotify.rm_watch(old);
+                }
+                Some(watch)
+            }
+            Ok(_) => None,
             Err(error) => {
-                tracing::warn!(event = "socket_guard_stopped", socket = %self.path.display(), error = %error);
+                tracing::warn!(event = "socket_guard_stopped", dir = %dir.display(), error = %error);
+                None
             }
         }
     }
@@ -479,7 +578,7 @@ mod tests {
     fn guarded(dir: &Path, rebind: bool) -> (PathBuf, JoinHandle<()>) {
         let path = dir.join("svc.sock");
         let listener = bind_private(&path).unwrap();
-        let guard = SocketGuard::new(path.clone(), rebind, None).unwrap();
+        let guard = SocketGuard::new(path.clone(), rebind, None, BoundSocket::default()).unwrap();
         let task = tokio::spawn(guard.run(listener, greeter));
         (path, task)
     }
@@ -531,7 +630,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("svc.sock");
         let listener = bind_private(&path).unwrap();
-        let mut guard = SocketGuard::new(path.clone(), true, None).unwrap();
+        let mut guard = SocketGuard::new(path.clone(), true, None, BoundSocket::default()).unwrap();
         let _accepting = greeter(listener);
         let other = dir.path().join("other");
         fs::write(&other, "not a socket").unwrap();

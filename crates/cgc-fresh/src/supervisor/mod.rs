@@ -116,6 +116,12 @@ pub struct StopAll {
 #[rtype(result = "()")]
 pub struct KillAllNow;
 
+/// The registry file is no longer this instance's (another service holds
+/// the workspace's lock now): stop writing it, and never remove it.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ReleaseRegistry;
+
 /// How many children are alive (for idle decisions and tests).
 #[derive(Message, Debug)]
 #[rtype(result = "usize")]
@@ -139,6 +145,8 @@ pub struct RootSupervisor {
     next_id: u64,
     stop_grace: Duration,
     shutting_down: bool,
+    /// False once another service holds the workspace (see `ReleaseRegistry`).
+    owns_registry: bool,
 }
 
 impl RootSupervisor {
@@ -159,10 +167,14 @@ impl RootSupervisor {
             next_id: 1,
             stop_grace,
             shutting_down: false,
+            owns_registry: true,
         }
     }
 
     fn persist(&self) {
+        if !self.owns_registry {
+            return;
+        }
         let file = RegistryFile {
             version: 1,
             service_pid: std::process::id(),
@@ -208,6 +220,45 @@ impl RootSupervisor {
 /// workspace: `cgc-fresh:<workspace id>:`.
 pub fn owner_token_prefix(workspace_id: &str) -> String {
     format!("cgc-fresh:{workspace_id}:")
+}
+
+/// One running instance of the service, as its owner tokens name it: pid
+/// and start time (clock ticks after boot, `/proc/<pid>/stat` field 22).
+/// The pair names one process across pid reuse, so whether the instance
+/// behind a token is still alive can be checked (see `sweep.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstanceId {
+    pub pid: i32,
+    pub start_time: u64,
+}
+
+impl InstanceId {
+    /// This process.
+    pub fn current() -> std::io::Result<InstanceId> {
+        let pid = std::process::id() as i32;
+        let stat = crate::process::proc_info::read_proc_stat(pid)?;
+        Ok(InstanceId {
+            pid,
+            start_time: stat.start_time,
+        })
+    }
+
+    /// The service token: `<workspace prefix><pid>-<start time>`; each
+    /// child's token is this plus `.<child id>`.
+    pub fn service_token(&self, workspace_prefix: &str) -> String {
+        format!("{workspace_prefix}{}-{}", self.pid, self.start_time)
+    }
+
+    /// The instance a token with `workspace_prefix` names, if it names one.
+    pub fn from_token(token: &str, workspace_prefix: &str) -> Option<InstanceId> {
+        let rest = token.strip_prefix(workspace_prefix)?;
+        let instance = rest.split_once('.').map_or(rest, |(instance, _)| instance);
+        let (pid, start_time) = instance.split_once('-')?;
+        Some(InstanceId {
+            pid: pid.parse().ok().filter(|&pid: &i32| pid > 0)?,
+            start_time: start_time.parse().ok()?,
+        })
+    }
 }
 
 impl Actor for RootSupervisor {
@@ -450,11 +501,42 @@ impl Handler<StopAll> for RootSupervisor {
                 futures_util::future::join_all(stops).await;
             }
             .into_actor(self)
-            .map(|_, act, _| {
-                // Every stop has seen its child reaped; record the empty set.
-                act.persist();
-            }),
+            .map(|_, act, _| act.registry_at_exit()),
         )
+    }
+}
+
+impl RootSupervisor {
+    /// After the last stop: with no child left there is nothing for a next
+    /// instance to sweep, so the file goes; otherwise what is left is
+    /// recorded.
+    fn registry_at_exit(&mut self) {
+        if !self.owns_registry {
+            return;
+        }
+        if !self.children.is_empty() {
+            self.persist();
+            return;
+        }
+        match self.registry.remove() {
+            Ok(()) => {
+                tracing::info!(event = "registry_removed", path = %self.registry.path().display())
+            }
+            Err(error) => {
+                tracing::warn!(event = "registry_remove_failed", path = %self.registry.path().display(), error = %error);
+                self.persist();
+            }
+        }
+    }
+}
+
+impl Handler<ReleaseRegistry> for RootSupervisor {
+    type Result = ();
+    fn handle(&mut self, _: ReleaseRegistry, _: &mut Self::Context) {
+        if self.owns_registry {
+            tracing::warn!(event = "registry_released", path = %self.registry.path().display());
+        }
+        self.owns_registry = false;
     }
 }
 
@@ -471,5 +553,29 @@ impl Handler<LiveChildren> for RootSupervisor {
     type Result = usize;
     fn handle(&mut self, _: LiveChildren, _: &mut Self::Context) -> usize {
         self.children.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_instance_round_trips_through_its_tokens() {
+        let ws = owner_token_prefix("0123456789abcdef");
+        let me = InstanceId::current().unwrap();
+        assert_eq!(me.pid, std::process::id() as i32);
+        let service = me.service_token(&ws);
+        assert_eq!(InstanceId::from_token(&service, &ws), Some(me));
+        let child = child_owner_token(&service, 7);
+        assert_eq!(InstanceId::from_token(&child, &ws), Some(me));
+        for bad in ["", "x", "12", "-1-2.3", "0-5.1", "a-b.1", "1-2x.1"] {
+            assert_eq!(
+                InstanceId::from_token(&format!("{ws}{bad}"), &ws),
+                None,
+                "{bad}"
+            );
+        }
+        assert_eq!(InstanceId::from_token("cgc-fresh:other:1-2.3", &ws), None);
     }
 }

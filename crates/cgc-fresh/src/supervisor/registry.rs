@@ -1,15 +1,23 @@
 //! The registry of live children, persisted so that a later instance of the
 //! service can clean up after one that died without doing so.
 //!
-//! Written atomically (temp file, fsync, rename) on every change. A missing
-//! or corrupt file is survived with a warning: it only ever makes the
-//! start-up sweep less thorough, and the owner-token scan covers that.
+//! It lives in the workspace's state directory (`children.json`, beside the
+//! instance lock that guards it; see `instance_lock.rs`). Written atomically
+//! (`atomic_file.rs`) on every change, read without following a symlink,
+//! and removed when the service stops with no child left. A missing or
+//! corrupt file is survived with a warning: it only ever makes the start-up
+//! sweep less thorough, and the owner-token scan covers that. Its content is
+//! never trusted on its own: the sweep checks every entry against the
+//! running process (`supervisor/sweep.rs`).
 
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::atomic_file::write_atomically;
 
 /// One live child as recorded on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,7 +66,15 @@ impl Registry {
     }
 
     pub fn load(&self) -> Loaded {
-        match fs::read(&self.path) {
+        let read = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(&self.path)
+            .and_then(|mut file| {
+                let mut bytes = Vec::new();
+                file.read_to_end(&mut bytes).map(|_| bytes)
+            });
+        match read {
             Ok(bytes) => match serde_json::from_slice::<RegistryFile>(&bytes) {
                 Ok(file) => Loaded::Found(file),
                 Err(e) => Loaded::Corrupt(e.to_string()),
@@ -75,31 +91,15 @@ impl Registry {
             &serde_json::to_vec_pretty(file).map_err(io::Error::other)?,
         )
     }
-}
 
-/// Writes `bytes` to `path` through a temp file in the same directory:
-/// readers see the old content or the new, never a torn one.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    /// Removes the file (nothing to sweep after a clean stop). A missing
+    /// file is fine.
+    pub fn remove(&self) -> io::Result<()> {
+        match fs::remove_file(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
-    result
 }
 
 #[cfg(test)]
@@ -139,5 +139,22 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+        registry.remove().unwrap();
+        assert!(matches!(registry.load(), Loaded::Missing));
+        registry.remove().unwrap();
+    }
+
+    #[test]
+    fn a_symlink_at_the_registry_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere.json");
+        fs::write(
+            &target,
+            br#"{"version":1,"service_pid":1,"service_token":"t","children":[]}"#,
+        )
+        .unwrap();
+        let path = dir.path().join("r.json");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert!(matches!(Registry::new(path).load(), Loaded::Corrupt(_)));
     }
 }
