@@ -202,6 +202,35 @@ fn a_second_serve_without_xdg_runtime_dir_is_refused() {
 }
 
 #[test]
+fn a_client_without_xdg_runtime_dir_finds_the_service_through_the_lock_record() {
+    let (sandbox, _fake, first, _conn, _children) = first_with_children();
+    let tmp = sandbox.root.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    // Its default socket would be under TMPDIR, where nothing listens; the
+    // lock file names the live service's socket and pid.
+    let out = sandbox
+        .command()
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("TMPDIR", &tmp)
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let state: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(state["observed"], true, "{state}");
+    // An explicit socket is taken as given: nothing answers there.
+    let out = sandbox
+        .command()
+        .arg("--socket")
+        .arg(tmp.join("nowhere.sock"))
+        .arg("status")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    drop(first);
+}
+
+#[test]
 fn a_socket_in_a_sticky_shared_directory_is_refused_and_the_directory_is_unchanged() {
     let sandbox = Sandbox::new();
     let shared = sandbox.root.path().join("shared");

@@ -82,7 +82,8 @@ fn with_client(
     body: impl FnOnce(&mut Client) -> Result<u8, ClientError>,
 ) -> anyhow::Result<u8> {
     let instance = format!("cli-{}", std::process::id());
-    let outcome = Client::connect_hello(&paths.socket, &instance).and_then(|mut c| body(&mut c));
+    let socket = crate::instance_lock::client_socket(paths);
+    let outcome = Client::connect_hello(&socket, &instance).and_then(|mut c| body(&mut c));
     match outcome {
         Ok(code) => Ok(code),
         Err(error @ ClientError::NotRunning { .. }) => {

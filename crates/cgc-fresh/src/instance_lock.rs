@@ -238,9 +238,7 @@ pub fn recorded_service(paths: &ServicePaths) -> Option<(u32, PathBuf)> {
 /// The socket a client (`status`, `send`, …) should connect to: the given
 /// or default one, unless no `--socket` was given, the default does not
 /// answer, and the lock file records a live service elsewhere whose
-/// welcome names the recorded pid. To be called by the client's socket
-/// discovery in `commands.rs` (`with_client`), which another change wires.
-#[allow(dead_code)]
+/// welcome names the recorded pid (`commands.rs`, `with_client`).
 pub fn client_socket(paths: &ServicePaths) -> PathBuf {
     discover_socket(
         paths,
