@@ -385,6 +385,10 @@ fn a_cgc_that_is_not_on_path_is_warned_at_start_and_in_every_status() {
         &[],
         &[("CGC_EXECUTABLE", "cgc-that-is-not-installed")],
     );
+    // Said at start, before any client asked anything.
+    wait_until("the start-up warning", Duration::from_secs(10), || {
+        !service.log_events("cgc_not_found").is_empty()
+    });
     let warned = service.log_events("cgc_not_found");
     assert_eq!(warned.len(), 1, "{}", service.log_text());
     assert_eq!(warned[0]["executable"], "cgc-that-is-not-installed");
