@@ -3,6 +3,7 @@
 
 mod support;
 
+mod backpressure;
 mod config;
 mod deploy;
 mod faults;

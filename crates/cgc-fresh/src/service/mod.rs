@@ -28,6 +28,7 @@ mod connection;
 mod hub;
 mod listener;
 mod messages;
+mod outbox;
 mod signals;
 mod socket_guard;
 mod store;

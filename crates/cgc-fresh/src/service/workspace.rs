@@ -27,7 +27,7 @@ use cgc_fresh_proto::{
 use super::backend_detector::{BackendDetector, DetectorSettings};
 use super::hub::NoticeHub;
 use super::messages::{
-    ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, FromClient, Push, Shutdown,
+    ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, Outlet, Shutdown,
     ShutdownReason,
 };
 use super::store::{FreshnessStore, Restored};
@@ -328,13 +328,16 @@ impl WorkspaceActor {
     }
 }
 
-fn reply(to: &Recipient<Push>, id: Option<RequestId>, frame: ServerFrame) {
-    to.do_send(Push(Envelope::with_id(id, frame)));
+/// Replies go through the connection's outlet, which counts their bytes
+/// against its bound (`outbox.rs`); the connection stops reading requests
+/// while it is over, so replies cannot pile up.
+fn reply(to: &Outlet, id: Option<RequestId>, frame: ServerFrame) {
+    to.reply(&Envelope::with_id(id, frame));
 }
 
 /// Events answer only when the client asked (gave an `id`), so a harness can
 /// pipeline them without reading acknowledgements.
-fn ack_if_asked(to: &Recipient<Push>, id: Option<RequestId>) {
+fn ack_if_asked(to: &Outlet, id: Option<RequestId>) {
     if id.is_some() {
         reply(to, id, ServerFrame::Ack);
     }
@@ -381,6 +384,9 @@ impl Handler<FromClient> for WorkspaceActor {
             id,
             frame,
             reply_to,
+            // Counted against the connection's in-flight limit until the
+            // end of this handler (after its reply is counted).
+            in_flight: _in_flight,
         } = msg;
         match frame {
             ClientFrame::Hello(hello) => {
@@ -406,7 +412,7 @@ impl Handler<FromClient> for WorkspaceActor {
             }
             ClientFrame::Config => reply(&reply_to, id, ServerFrame::Config(self.config_frame())),
             ClientFrame::Subscribe => {
-                self.hub.subscribe(conn, reply_to.clone());
+                self.hub.subscribe(reply_to.clone());
                 ack_if_asked(&reply_to, id);
                 // A new subscriber sees where things stand right away.
                 reply(&reply_to, None, ServerFrame::State(self.state_frame()));
@@ -502,7 +508,7 @@ impl WorkspaceActor {
     /// what became of the event (`consequence`) instead of a bare `ack`.
     fn ack_session_event(
         &self,
-        reply_to: &Recipient<Push>,
+        reply_to: &Outlet,
         id: Option<RequestId>,
         session: &str,
         consequence: &str,
@@ -561,6 +567,11 @@ impl WorkspaceActor {
             ));
         }));
     }
+}
+
+impl Handler<Drain> for WorkspaceActor {
+    type Result = ();
+    fn handle(&mut self, _: Drain, _: &mut Self::Context) {}
 }
 
 impl Handler<ConnectionOpened> for WorkspaceActor {
