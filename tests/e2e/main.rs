@@ -15,3 +15,4 @@ mod soak;
 mod supervision;
 mod sync;
 mod watcher;
+mod wedged;
