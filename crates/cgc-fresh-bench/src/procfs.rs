@@ -68,7 +68,14 @@ mod tests {
             .env(name, value)
             .spawn()
             .unwrap();
-        let found = processes_with_env_entry(&marker);
+        // Right after spawning, the kernel may not have laid out the new
+        // environment yet (/proc/<pid>/environ reads empty): look again.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut found = processes_with_env_entry(&marker);
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            found = processes_with_env_entry(&marker);
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(found, vec![child.id() as i32]);

@@ -318,7 +318,14 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        let found = live_processes_with_env("CGC_FRESH_PROCINFO_TEST", |v| v == value);
+        // Right after spawning, the kernel may not have laid out the new
+        // environment yet (/proc/<pid>/environ reads empty): look again.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut found = live_processes_with_env("CGC_FRESH_PROCINFO_TEST", |v| v == value);
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            found = live_processes_with_env("CGC_FRESH_PROCINFO_TEST", |v| v == value);
+        }
         let prefix = live_processes_with_env("CGC_FRESH_PROCINFO_TEST", |v| {
             v.starts_with("procinfo-test-")
         });
