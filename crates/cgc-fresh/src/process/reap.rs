@@ -76,14 +76,6 @@ pub struct Reaper {
     pending: VecDeque<ReapedProcess>,
 }
 
-impl std::fmt::Debug for Reaper {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reaper")
-            .field("pending", &self.pending)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Reaper {
     /// Installs the SIGCHLD handler (synchronously, before this returns).
     /// Needs a tokio runtime with IO enabled.
