@@ -17,3 +17,4 @@ mod soak;
 mod supervision;
 mod sync;
 mod watcher;
+mod wedged;

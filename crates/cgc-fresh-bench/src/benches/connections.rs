@@ -161,7 +161,7 @@ fn held(tools: &Tools, count: usize) -> Result<Held> {
     let (service, _log) = start(tools, &sandbox)?;
     let pid = service.pid();
     thread::sleep(Duration::from_millis(200));
-    let rss_idle_kib = procfs::status_kib(pid, "VmRSS")?;
+    let rss_idle_kib = procfs::rss_kib(pid)?;
     let fds_idle = fd_count(pid)?;
     eprintln!("cgc-fresh-bench: connections: opening {count}");
     let started = Instant::now();
@@ -179,7 +179,7 @@ fn held(tools: &Tools, count: usize) -> Result<Held> {
     )?;
     let accepted_in = started.elapsed();
     thread::sleep(Duration::from_millis(500));
-    let rss_held_kib = procfs::status_kib(pid, "VmRSS")?;
+    let rss_held_kib = procfs::rss_kib(pid)?;
     let fds_held = fd_count(pid)?;
     let other = other_client(&service)?;
     drop(streams);
@@ -194,7 +194,7 @@ fn held(tools: &Tools, count: usize) -> Result<Held> {
         accepted_in,
         rss_idle_kib,
         rss_held_kib,
-        hwm_kib: procfs::status_kib(pid, "VmHWM")?,
+        hwm_kib: procfs::peak_rss_kib(pid)?,
         fds_idle,
         fds_held,
         fds_after: fd_count(pid)?,

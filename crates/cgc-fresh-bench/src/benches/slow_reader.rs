@@ -226,7 +226,7 @@ impl Sampler {
             let (stop, max) = (Arc::clone(&stop), Arc::clone(&max));
             thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    if let Ok(rss) = procfs::status_kib(pid, "VmRSS") {
+                    if let Ok(rss) = procfs::rss_kib(pid) {
                         max.fetch_max(rss, Ordering::Relaxed);
                     }
                     thread::sleep(Duration::from_millis(5));
@@ -246,8 +246,8 @@ impl Sampler {
         Ok(Memory {
             before_kib,
             sampled_max_kib: self.max.load(Ordering::Relaxed),
-            hwm_kib: procfs::status_kib(pid, "VmHWM")?,
-            after_kib: procfs::status_kib(pid, "VmRSS")?,
+            hwm_kib: procfs::peak_rss_kib(pid)?,
+            after_kib: procfs::rss_kib(pid)?,
         })
     }
 }
@@ -348,7 +348,7 @@ fn requester(tools: &Tools, options: &SlowReaderOptions) -> Result<Requester> {
     let pid = service.pid();
     let stream = greeted(&service, "bench-requester", false)?;
     thread::sleep(Duration::from_millis(200));
-    let before = procfs::status_kib(pid, "VmRSS")?;
+    let before = procfs::rss_kib(pid)?;
     let sampler = Sampler::start(pid);
     eprintln!("cgc-fresh-bench: slow-reader: requester flooding");
     let flood = flood(&stream, &sampler, options, |n| {
@@ -411,7 +411,7 @@ fn subscriber(tools: &Tools, options: &SlowReaderOptions) -> Result<Subscriber> 
     editor.hello("bench-editor")?;
     editor.send(&json!({"type": "session_start", "session": "s1", "reason": "startup"}))?;
     thread::sleep(Duration::from_millis(200));
-    let before = procfs::status_kib(pid, "VmRSS")?;
+    let before = procfs::rss_kib(pid)?;
     let sampler = Sampler::start(pid);
     eprintln!(
         "cgc-fresh-bench: slow-reader: {} edits, subscriber not reading",
@@ -479,7 +479,7 @@ fn over_bound_subscriber(tools: &Tools, options: &SlowReaderOptions) -> Result<O
     let pid = service.pid();
     let stream = greeted(&service, "bench-over", true)?;
     thread::sleep(Duration::from_millis(200));
-    let before = procfs::status_kib(pid, "VmRSS")?;
+    let before = procfs::rss_kib(pid)?;
     let sampler = Sampler::start(pid);
     eprintln!("cgc-fresh-bench: slow-reader: subscriber flooding");
     let flood = flood(&stream, &sampler, options, |n| {

@@ -171,8 +171,8 @@ pub struct Shutdown {
 /// Why the service is stopping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShutdownReason {
-    Signal(i32),
-    SecondSignal(i32),
+    Signal(crate::process::signal::Signal),
+    SecondSignal(crate::process::signal::Signal),
     IdleExit,
     /// Another service holds this workspace's instance lock now.
     InstanceLost,

@@ -26,6 +26,7 @@ mod backend_detector;
 mod config_actor;
 mod connection;
 mod hub;
+mod last_resort;
 mod listener;
 mod messages;
 mod outbox;

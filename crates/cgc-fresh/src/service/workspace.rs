@@ -407,6 +407,15 @@ impl Handler<FromClient> for WorkspaceActor {
                 if self.panic_on_status {
                     panic!("fault injection: CGC_FRESH_FAULT_PANIC_ON_STATUS");
                 }
+                // Fault injection (debug builds only): wedge the event loop,
+                // for the last-resort stop (`last_resort.rs`) to be tested.
+                if cfg!(debug_assertions)
+                    && std::env::var_os("CGC_FRESH_FAULT_WEDGE_ON_STATUS").is_some()
+                {
+                    loop {
+                        std::thread::sleep(std::time::Duration::from_secs(3600));
+                    }
+                }
                 self.check_cgc_executable();
                 reply(&reply_to, id, ServerFrame::State(self.state_frame()))
             }
