@@ -251,7 +251,9 @@ const DEFAULTS_FILE_HEADER: &str = r#"# cgc-fresh built-in defaults.
 #
 # This file is compiled into the binary and is the first configuration layer.
 # Every key the service understands is listed here with its meaning, its
-# default and the environment variable that overrides it.
+# default and the environment variable that overrides it. The keys are declared
+# in crates/cgc-fresh-core/src/config/schema.rs; a test keeps this file
+# identical to what those declarations say.
 #
 # Layers, later wins:
 #   1. these defaults
