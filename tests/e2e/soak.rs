@@ -137,7 +137,7 @@ fn cycle_events(cycle: usize) -> Vec<u8> {
     let session = session_name(cycle);
     let pairs = EVENTS_PER_CYCLE / 2;
     let mut bytes = Vec::with_capacity(pairs * 200);
-    if cycle > 0 && cycle % CYCLES_PER_SESSION == 0 {
+    if cycle > 0 && cycle.is_multiple_of(CYCLES_PER_SESSION) {
         let previous = session_name(cycle - 1);
         bytes.extend_from_slice(
             format!(

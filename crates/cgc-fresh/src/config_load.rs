@@ -1,8 +1,8 @@
 //! Reading the configuration layers from disk and the environment.
 //!
 //! The rules (validation, precedence, warnings) live in
-//! `cgc_fresh_core::config`; this module only finds and parses the inputs, in
-//! precedence order:
+//! `cgc_fresh_core::config`; this module finds the inputs and has config-rs
+//! (the `config` crate) read them, in precedence order:
 //!
 //! 1. built-in defaults: `config/default.toml`, embedded in the binary;
 //! 2. user file: `$PI_CODING_AGENT_DIR/cgc.json`, else `~/.pi/agent/cgc.json`;
@@ -14,20 +14,35 @@
 //! silent; a missing `--config` file, or any file that cannot be read or
 //! parsed, is one warning naming the file, and that layer is skipped.
 //!
-//! The files are parsed with `serde_json`/`toml` directly rather than through
-//! the `config` crate. That crate keeps file keys' case (so camelCase keys
-//! like `watcherLivenessMs` would survive), but it would still get the rules
-//! wrong: its environment source lowercases variable names and turns
-//! `on`/`off`/`1` into booleans on its own terms, and a merged `Config` no
-//! longer says which layer set a value or lets one invalid value be skipped
-//! while the rest of its layer applies. The core needs each layer separately,
-//! as plain JSON values, to do all three.
+//! Every layer is a config-rs [`Source`]: a file layer is a
+//! [`config::File`] over the file's text (read here, with a size bound, so a
+//! huge or endless file costs nothing), parsed by config-rs's JSON or TOML
+//! format, which keeps keys' case (`watcherLivenessMs` survives); the
+//! environment layer is [`EnvironmentLayer`], which reads exactly the
+//! documented variables and gives each value its variable as
+//! [`config::Value::origin`]. config-rs's own `Environment` source is not
+//! used: it lowercases variable names and turns `on`/`off`/`1` into booleans
+//! itself, while `freshness.watch` must see the text (`"on"` is a mode,
+//! `"auto"` is not a boolean).
+//!
+//! The layers are not merged into one `config::Config`. Each layer's
+//! collected values go to the core on their own, which validates them and
+//! applies them over the layers below, because a merged `Config` would break
+//! three rules: an invalid value must be skipped so the lower layer's value
+//! stands (a merge lets it hide that value before anyone validates it); each
+//! value's layer must be known for `cgc-fresh config` and for warnings; and a
+//! key written twice in one file (nested and dotted) must be warned about,
+//! which building a `Config` hides because it folds dotted keys into tables.
+//! The values are handed over as plain JSON (config-rs values deserialize
+//! into `serde_json::Value`), so the core stays free of I/O and of config-rs.
 
-use std::fs::File;
+use std::fs::File as FsFile;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use cgc_fresh_core::config::{ConfigWarning, Key, Layer, LayeredConfig, Settings};
+use config::{ConfigError, File, FileFormat, Map, Source, ValueKind};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The built-in defaults layer; every key is documented there.
@@ -46,7 +61,6 @@ pub struct LoadedConfig {
     layers: LayeredConfig,
     files_read: Vec<PathBuf>,
 }
-
 impl LoadedConfig {
     /// This configuration, kept in force after `refused` (a reload that
     /// could not read a file this one had applied), with `refused`'s
@@ -123,42 +137,155 @@ pub fn load(
     let mut layers = LayeredConfig::new();
     let mut files_read = Vec::new();
 
-    match parse(DEFAULTS_TOML, FileFormat::Toml) {
-        Ok(tree) => layers.apply_tree(Layer::Defaults, &tree),
-        Err(reason) => layers.skip_layer(Layer::Defaults, reason),
-    }
+    let defaults = Parsed::file(DEFAULTS_TOML, FileFormat::Toml);
+    apply_source(&mut layers, Layer::Defaults, &defaults);
+    let mut files = Vec::new();
     if let Some(path) = user_file(env) {
-        let source = FileSource {
-            path,
-            layer_of: |path| Layer::User { path },
-            format: FileFormat::Json,
-        };
-        apply_file(&mut layers, &mut files_read, source, Presence::Optional);
+        files.push((Layer::User { path }, Presence::Optional));
     }
-    let source = FileSource {
-        path: workspace.join(".pi").join("cgc.json"),
-        layer_of: |path| Layer::Workspace { path },
-        format: FileFormat::Json,
-    };
-    apply_file(&mut layers, &mut files_read, source, Presence::Optional);
+    let path = workspace.join(".pi").join("cgc.json");
+    files.push((Layer::Workspace { path }, Presence::Optional));
     if let Some(path) = explicit_file {
-        let source = FileSource {
-            path: path.to_path_buf(),
-            layer_of: |path| Layer::File { path },
-            format: FileFormat::from_name(path),
-        };
-        apply_file(&mut layers, &mut files_read, source, Presence::Required);
+        let path = path.to_path_buf();
+        files.push((Layer::File { path }, Presence::Required));
     }
-    layers.apply_env(
-        Key::ALL
-            .into_iter()
-            .filter_map(|key| env(key.env_var()).map(|value| (key.env_var().to_owned(), value))),
-    );
+    for (layer, presence) in files {
+        let Some(path) = layer.path().map(Path::to_path_buf) else {
+            continue;
+        };
+        let format = format_of(&path, &layer);
+        match read_bounded(&path) {
+            Ok(Some(text)) => {
+                if apply_source(&mut layers, layer, &Parsed::file(&text, format)) {
+                    files_read.push(path);
+                }
+            }
+            Ok(None) if presence == Presence::Optional => {}
+            Ok(None) => layers.skip_layer(layer, "file not found"),
+            Err(reason) => layers.skip_layer(layer, reason),
+        }
+    }
+    let environment = Parsed::environment(EnvironmentLayer::capture(env));
+    apply_source(&mut layers, Layer::Env, &environment);
 
     LoadedConfig {
         settings: layers.settings().clone(),
         layers,
         files_read,
+    }
+}
+
+/// One layer's config-rs source, with the text and format a file layer was
+/// parsed from (to place a syntax error).
+struct Parsed<'a> {
+    source: Box<dyn Source + 'a>,
+    text: &'a str,
+    format: FileFormat,
+}
+
+impl<'a> Parsed<'a> {
+    fn file(text: &'a str, format: FileFormat) -> Parsed<'a> {
+        let source = Box::new(File::from_str(text, format));
+        Parsed {
+            source,
+            text,
+            format,
+        }
+    }
+
+    fn environment(environment: EnvironmentLayer) -> Parsed<'a> {
+        Parsed {
+            source: Box::new(environment),
+            text: "",
+            format: FileFormat::Json,
+        }
+    }
+}
+
+/// Has config-rs collect one layer and the core apply it. `false`, with one
+/// warning naming the layer, when the layer cannot be parsed.
+fn apply_source(layers: &mut LayeredConfig, layer: Layer, parsed: &Parsed<'_>) -> bool {
+    match collect_tree(parsed) {
+        Ok(tree) => {
+            layers.apply_tree(layer, &tree);
+            true
+        }
+        Err(reason) => {
+            layers.skip_layer(layer, reason);
+            false
+        }
+    }
+}
+
+/// One layer's values as config-rs collected them (keys as written, dotted
+/// or nested), as plain JSON for the core.
+fn collect_tree(parsed: &Parsed<'_>) -> Result<Value, String> {
+    let entries = parsed
+        .source
+        .collect()
+        .map_err(|error| parse_failure(error, parsed))?;
+    Value::deserialize(config::Value::new(None, ValueKind::Table(entries)))
+        .map_err(|error| format!("unusable value: {error}"))
+}
+
+/// One line saying why a file could not be parsed, with the place when the
+/// parser gives one (the TOML parser's own text spans several lines).
+fn parse_failure(error: ConfigError, parsed: &Parsed<'_>) -> String {
+    let ConfigError::FileParse { cause, .. } = error else {
+        return error.to_string();
+    };
+    if let Some(error) = cause.downcast_ref::<serde_json::Error>() {
+        return format!("not valid JSON: {error}");
+    }
+    if let Some(error) = cause.downcast_ref::<toml::de::Error>() {
+        let place = error
+            .span()
+            .map(|span| line_and_column(parsed.text, span.start))
+            .map(|(line, column)| format!(" at line {line} column {column}"))
+            .unwrap_or_default();
+        let message = error.message().trim_end().replace('\n', "; ");
+        return format!("not valid TOML{place}: {message}");
+    }
+    match parsed.format {
+        FileFormat::Json => format!("the top level must be an object: {cause}"),
+        _ => format!("not valid TOML: {cause}"),
+    }
+}
+
+/// The environment layer as a config-rs source: exactly the variables named
+/// by [`Key::env_var`], each as text under its key's dotted name, with the
+/// variable as the value's origin. Captured once, so a load sees one
+/// consistent environment.
+#[derive(Debug, Clone)]
+struct EnvironmentLayer {
+    vars: Vec<(Key, String)>,
+}
+
+impl EnvironmentLayer {
+    fn capture(env: &dyn Fn(&str) -> Option<String>) -> EnvironmentLayer {
+        let vars = Key::ALL
+            .into_iter()
+            .filter_map(|key| env(key.env_var()).map(|text| (key, text)))
+            .collect();
+        EnvironmentLayer { vars }
+    }
+}
+
+impl Source for EnvironmentLayer {
+    fn clone_into_box(&self) -> Box<dyn Source + Send + Sync> {
+        Box::new(self.clone())
+    }
+
+    fn collect(&self) -> Result<Map<String, config::Value>, ConfigError> {
+        Ok(self
+            .vars
+            .iter()
+            .map(|(key, text)| {
+                let origin = key.env_var().to_owned();
+                let value = config::Value::new(Some(&origin), ValueKind::String(text.clone()));
+                (key.name().to_owned(), value)
+            })
+            .collect())
     }
 }
 
@@ -180,27 +307,13 @@ fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     Some(agent_dir.join("cgc.json"))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FileFormat {
-    Json,
-    Toml,
-}
-
-impl FileFormat {
-    /// TOML for a `.toml` name (any case), JSON for everything else.
-    fn from_name(path: &Path) -> FileFormat {
-        match path.extension() {
-            Some(ext) if ext.eq_ignore_ascii_case("toml") => FileFormat::Toml,
-            _ => FileFormat::Json,
-        }
+/// The `--config` file is TOML when its name ends in `.toml` (any case) and
+/// JSON otherwise; the Pi files are JSON.
+fn format_of(path: &Path, layer: &Layer) -> FileFormat {
+    match (layer, path.extension()) {
+        (Layer::File { .. }, Some(ext)) if ext.eq_ignore_ascii_case("toml") => FileFormat::Toml,
+        _ => FileFormat::Json,
     }
-}
-
-/// One file layer to read: where it is, which layer it is, how it is written.
-struct FileSource {
-    path: PathBuf,
-    layer_of: fn(PathBuf) -> Layer,
-    format: FileFormat,
 }
 
 /// Whether a missing file is worth a warning.
@@ -212,40 +325,9 @@ enum Presence {
     Required,
 }
 
-/// Reads, parses and applies one file layer; every failure becomes one
-/// warning naming the file, and the layer is skipped.
-fn apply_file(
-    layers: &mut LayeredConfig,
-    files_read: &mut Vec<PathBuf>,
-    source: FileSource,
-    presence: Presence,
-) {
-    let FileSource {
-        path,
-        layer_of,
-        format,
-    } = source;
-    let layer = layer_of(path.clone());
-    let parsed = match read_bounded(&path) {
-        Ok(Some(text)) => parse(&text, format),
-        Ok(None) => match presence {
-            Presence::Optional => return,
-            Presence::Required => Err("file not found".to_owned()),
-        },
-        Err(reason) => Err(reason),
-    };
-    match parsed {
-        Ok(tree) => {
-            files_read.push(path);
-            layers.apply_tree(layer, &tree);
-        }
-        Err(reason) => layers.skip_layer(layer, reason),
-    }
-}
-
 /// The file's text; `Ok(None)` when it does not exist.
 fn read_bounded(path: &Path) -> Result<Option<String>, String> {
-    let file = match File::open(path) {
+    let file = match FsFile::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(format!("cannot open the file: {error}")),
@@ -264,26 +346,7 @@ fn read_bounded(path: &Path) -> Result<Option<String>, String> {
         .map_err(|_| "the file is not UTF-8 text".to_owned())
 }
 
-/// Parses a whole file into the JSON tree the core applies.
-fn parse(text: &str, format: FileFormat) -> Result<Value, String> {
-    match format {
-        FileFormat::Json => {
-            serde_json::from_str(text).map_err(|error| format!("not valid JSON: {error}"))
-        }
-        FileFormat::Toml => toml::from_str(text).map_err(|error| {
-            let place = error
-                .span()
-                .map(|span| line_and_column(text, span.start))
-                .map(|(line, column)| format!(" at line {line} column {column}"))
-                .unwrap_or_default();
-            let message = error.message().trim_end().replace('\n', "; ");
-            format!("not valid TOML{place}: {message}")
-        }),
-    }
-}
-
-/// 1-based line and column of a byte offset, for one-line error messages
-/// (the TOML error's own text spans several lines).
+/// 1-based line and column of a byte offset, for one-line error messages.
 fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
@@ -385,7 +448,8 @@ mod tests {
 
     #[test]
     fn default_toml_is_exactly_the_built_in_defaults() {
-        let tree = parse(DEFAULTS_TOML, FileFormat::Toml).expect("default.toml parses");
+        let tree = collect_tree(&Parsed::file(DEFAULTS_TOML, FileFormat::Toml))
+            .expect("default.toml parses");
         let mut layers = LayeredConfig::new();
         layers.apply_tree(Layer::Defaults, &tree);
         assert!(layers.warnings().is_empty(), "{:?}", layers.warnings());
@@ -398,6 +462,23 @@ mod tests {
         let mut keys: Vec<String> = Key::ALL.iter().map(|key| key.name().to_owned()).collect();
         keys.sort();
         assert_eq!(written, keys);
+    }
+
+    /// The file is what the key declarations say, word for word: every key's
+    /// documentation, variable and default come from the one table.
+    #[test]
+    fn default_toml_is_generated_from_the_key_declarations() {
+        let expected = cgc_fresh_core::config::defaults_file();
+        if DEFAULTS_TOML != expected {
+            let first_difference = DEFAULTS_TOML
+                .lines()
+                .zip(expected.lines())
+                .position(|(written, declared)| written != declared);
+            panic!(
+                "config/default.toml differs from the key declarations \
+                 (first at line {first_difference:?}); it should read:\n{expected}"
+            );
+        }
     }
 
     #[test]
@@ -904,5 +985,88 @@ mod tests {
             rendered["freshness.watch"]["layer"],
             json!(format!("workspace ({workspace_file})"))
         );
+    }
+
+    // ---- What config-rs is trusted with -------------------------------------
+
+    /// config-rs keeps file keys' case in both formats, nested or dotted.
+    #[test]
+    fn camel_case_keys_survive_config_rs() {
+        let fixture = Fixture::new();
+        let files = [
+            ("a.json", r#"{"freshness": {"watcherLivenessMs": 4001}}"#),
+            ("b.json", r#"{"freshness.watcherLivenessMs": 4001}"#),
+            ("c.toml", "[freshness]\nwatcherLivenessMs = 4001\n"),
+            ("d.toml", "freshness.watcherLivenessMs = 4001\n"),
+            ("e.toml", "\"freshness.watcherLivenessMs\" = 4001\n"),
+        ];
+        for (name, text) in files {
+            let path = fixture.root.path().join(name);
+            fixture.write(&path, text);
+            let loaded = fixture.load(Some(&path));
+            assert!(
+                loaded.warnings().is_empty(),
+                "{name}: {:?}",
+                loaded.warnings()
+            );
+            assert_eq!(
+                loaded.settings.freshness.watcher_liveness_ms, 4001,
+                "{name}"
+            );
+        }
+    }
+
+    /// config-rs's `Value::into_bool` reads "on"/"off" as booleans; the core
+    /// must see the text instead, so values reach it unconverted.
+    #[test]
+    fn on_and_off_reach_the_core_as_text() {
+        assert_eq!(config::Value::from("off").into_bool().ok(), Some(false));
+        let mut fixture = Fixture::new();
+        fixture.write(&fixture.user_file(), r#"{"freshness": {"watch": "auto"}}"#);
+        let explicit = fixture.root.path().join("explicit.toml");
+        fixture.write(&explicit, "[freshness]\nwatch = \"on\"\n");
+        let loaded = fixture.load(Some(&explicit));
+        assert_eq!(loaded.settings.freshness.watch, WatchMode::On);
+        fixture.set_env("CGC_FRESHNESS_WATCH", "off");
+        let loaded = fixture.load(Some(&explicit));
+        assert_eq!(loaded.settings.freshness.watch, WatchMode::Off);
+        let tree = collect_tree(&Parsed::file(
+            r#"{"freshness": {"watch": "on"}}"#,
+            FileFormat::Json,
+        ));
+        assert_eq!(tree, Ok(json!({"freshness": {"watch": "on"}})));
+    }
+
+    /// The environment source reads exactly the documented names and tags
+    /// each value with its variable.
+    #[test]
+    fn the_environment_source_reads_exact_names_with_their_origin() {
+        let table: HashMap<&str, &str> = [
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "700"),
+            ("cgc_freshness_watch", "on"),
+            ("CGC_FRESHNESS_WATCH_", "on"),
+            ("CGC_RUNTIME_DB_TYPE", "neo4j"),
+        ]
+        .into_iter()
+        .collect();
+        let env = |name: &str| table.get(name).map(|value| (*value).to_owned());
+        let collected = EnvironmentLayer::capture(&env)
+            .collect()
+            .expect("the environment collects");
+        assert_eq!(collected.len(), 1, "{collected:?}");
+        let value = &collected["freshness.watcherLivenessMs"];
+        assert_eq!(value.origin(), Some("CGC_FRESHNESS_WATCHER_LIVENESS_MS"));
+        assert_eq!(value.clone().into_string().ok().as_deref(), Some("700"));
+    }
+
+    #[test]
+    fn a_json_file_whose_top_level_is_not_an_object_is_one_warning() {
+        let fixture = Fixture::new();
+        fixture.write(&fixture.workspace_file(), r#"["freshness.watch", "on"]"#);
+        let loaded = fixture.load(None);
+        assert_eq!(loaded.settings, Settings::default());
+        let text = only_warning(&loaded).to_string();
+        assert!(text.contains("the top level must be an object"), "{text}");
+        assert!(loaded.files_read().is_empty());
     }
 }

@@ -1,97 +1,11 @@
-//! The closed set of configuration keys: their dotted file names and the
-//! environment variables that override them.
+//! Looking keys up by their file and environment names. The keys themselves
+//! are declared once, in `schema.rs`.
 
 use std::fmt;
 
-/// One configuration key. The set is closed: a key that is not listed here is
-/// unknown and only produces a warning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Key {
-    FreshnessWatch,
-    FreshnessWatcherLivenessMs,
-    FreshnessAutoSync,
-    FreshnessMaxSyncsPerSession,
-    FreshnessBatchMs,
-    FreshnessSettleMs,
-    FreshnessModifyingTools,
-    CgcExecutable,
-    CgcTimeoutMs,
-    CgcMaintenanceTimeoutMs,
-    CgcSyncStrategy,
-    CgcGlobalArgs,
-    LifecycleAutoCreate,
-    ServiceIdleExitMs,
-    ServiceMaxLineBytes,
-    SupervisorStopGraceMs,
-}
+pub use super::schema::Key;
 
 impl Key {
-    /// Every key, in the order they are documented and rendered.
-    pub const ALL: [Key; 16] = [
-        Key::FreshnessWatch,
-        Key::FreshnessWatcherLivenessMs,
-        Key::FreshnessAutoSync,
-        Key::FreshnessMaxSyncsPerSession,
-        Key::FreshnessBatchMs,
-        Key::FreshnessSettleMs,
-        Key::FreshnessModifyingTools,
-        Key::CgcExecutable,
-        Key::CgcTimeoutMs,
-        Key::CgcMaintenanceTimeoutMs,
-        Key::CgcSyncStrategy,
-        Key::CgcGlobalArgs,
-        Key::LifecycleAutoCreate,
-        Key::ServiceIdleExitMs,
-        Key::ServiceMaxLineBytes,
-        Key::SupervisorStopGraceMs,
-    ];
-
-    /// The dotted name used in files, e.g. `freshness.watcherLivenessMs`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Key::FreshnessWatch => "freshness.watch",
-            Key::FreshnessWatcherLivenessMs => "freshness.watcherLivenessMs",
-            Key::FreshnessAutoSync => "freshness.autoSync",
-            Key::FreshnessMaxSyncsPerSession => "freshness.maxSyncsPerSession",
-            Key::FreshnessBatchMs => "freshness.batchMs",
-            Key::FreshnessSettleMs => "freshness.settleMs",
-            Key::FreshnessModifyingTools => "freshness.modifyingTools",
-            Key::CgcExecutable => "cgc.executable",
-            Key::CgcTimeoutMs => "cgc.timeoutMs",
-            Key::CgcMaintenanceTimeoutMs => "cgc.maintenanceTimeoutMs",
-            Key::CgcSyncStrategy => "cgc.syncStrategy",
-            Key::CgcGlobalArgs => "cgc.globalArgs",
-            Key::LifecycleAutoCreate => "lifecycle.autoCreate",
-            Key::ServiceIdleExitMs => "service.idleExitMs",
-            Key::ServiceMaxLineBytes => "service.maxLineBytes",
-            Key::SupervisorStopGraceMs => "supervisor.stopGraceMs",
-        }
-    }
-
-    /// The environment variable that sets this key: `CGC_` + section + key in
-    /// SCREAMING_SNAKE, the `cgc.` section not repeated. The names of the
-    /// keys the Pi extension already had are kept exactly.
-    pub fn env_var(self) -> &'static str {
-        match self {
-            Key::FreshnessWatch => "CGC_FRESHNESS_WATCH",
-            Key::FreshnessWatcherLivenessMs => "CGC_FRESHNESS_WATCHER_LIVENESS_MS",
-            Key::FreshnessAutoSync => "CGC_FRESHNESS_AUTO_SYNC",
-            Key::FreshnessMaxSyncsPerSession => "CGC_FRESHNESS_MAX_SYNCS_PER_SESSION",
-            Key::FreshnessBatchMs => "CGC_FRESHNESS_BATCH_MS",
-            Key::FreshnessSettleMs => "CGC_FRESHNESS_SETTLE_MS",
-            Key::FreshnessModifyingTools => "CGC_FRESHNESS_MODIFYING_TOOLS",
-            Key::CgcExecutable => "CGC_EXECUTABLE",
-            Key::CgcTimeoutMs => "CGC_TIMEOUT_MS",
-            Key::CgcMaintenanceTimeoutMs => "CGC_MAINTENANCE_TIMEOUT_MS",
-            Key::CgcSyncStrategy => "CGC_SYNC_STRATEGY",
-            Key::CgcGlobalArgs => "CGC_GLOBAL_ARGS",
-            Key::LifecycleAutoCreate => "CGC_LIFECYCLE_AUTO_CREATE",
-            Key::ServiceIdleExitMs => "CGC_SERVICE_IDLE_EXIT_MS",
-            Key::ServiceMaxLineBytes => "CGC_SERVICE_MAX_LINE_BYTES",
-            Key::SupervisorStopGraceMs => "CGC_SUPERVISOR_STOP_GRACE_MS",
-        }
-    }
-
     /// The key with this exact dotted name (names are case-sensitive, as in
     /// the Pi extension's files).
     pub fn from_name(name: &str) -> Option<Key> {

@@ -39,10 +39,12 @@ impl LayeredConfig {
         }
     }
 
-    /// Applies one file layer. Keys may be nested
+    /// Applies one layer as the loader collected it. Keys may be nested
     /// (`{"freshness": {"watch": "auto"}}`) or dotted
     /// (`{"freshness.watch": "auto"}`); unknown keys and invalid values are
-    /// skipped with a warning; `null` leaves a key unset in this layer.
+    /// skipped with a warning; `null` leaves a key unset in this layer. For
+    /// [`Layer::Env`] the values are the variables' text, keyed by the
+    /// key's dotted name (see [`LayeredConfig::apply_env`]).
     pub fn apply_tree(&mut self, layer: Layer, tree: &Value) {
         match tree {
             Value::Object(entries) => {
@@ -124,7 +126,12 @@ impl LayeredConfig {
                     });
                     continue;
                 }
-                self.apply_value(key, RawValue::Tree(value), layer);
+                let raw = match (layer, value) {
+                    // The environment layer's values are variables' text.
+                    (Layer::Env, Value::String(text)) => RawValue::Env(text),
+                    _ => RawValue::Tree(value),
+                };
+                self.apply_value(key, raw, layer);
             } else if let (Value::Object(inner), true) = (value, Key::is_section_path(&path)) {
                 self.apply_entries(layer, &path, inner, seen);
             } else {

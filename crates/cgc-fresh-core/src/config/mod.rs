@@ -7,8 +7,14 @@
 //! 2. the user file, 3. the workspace file, 4. the `--config FILE` file,
 //! 5. the `CGC_*` environment variables.
 //!
-//! The binary reads the files and the environment and hands the parsed
-//! values to [`LayeredConfig`]; everything here is pure. Loading never
+//! Every key is declared once, in `schema.rs` (name, type, default, kind of
+//! value, environment variable, documentation); the key lists, [`Settings`],
+//! the binding of values into it, the rendering and the text of
+//! `config/default.toml` all derive from that table.
+//!
+//! The binary reads the files and the environment (through config-rs) and
+//! hands each layer's values to [`LayeredConfig`] as plain JSON; everything
+//! here is pure. Loading never
 //! fails: an invalid value, an unknown key or an unusable layer becomes a
 //! [`ConfigWarning`] naming the key, the value and the layer, and the value
 //! from the previous layer stands. For every key the layer that set its
@@ -29,11 +35,11 @@
 //! assert_eq!(config.warnings().len(), 1); // "sometimes" was skipped
 //! ```
 
-mod binding;
 mod keys;
 mod layer;
 mod layered;
 mod render;
+mod schema;
 mod settings;
 mod value;
 mod warning;
@@ -44,6 +50,7 @@ mod tests;
 pub use keys::Key;
 pub use layer::Layer;
 pub use layered::LayeredConfig;
+pub use schema::defaults_file;
 pub use settings::{
     CgcSettings, FreshnessSettings, LifecycleSettings, ServiceSettings, Settings,
     SupervisorSettings, SyncStrategy, WatchMode,

@@ -1,9 +1,14 @@
-//! The typed, effective configuration. Its `Default` is the built-in defaults
-//! layer and must equal `config/default.toml` (a test in the binary crate,
-//! which embeds that file, holds the two together).
+//! The value types of the configuration that are more than a number, a
+//! flag or a string. The [`Settings`] struct itself is declared, key by key,
+//! in `schema.rs`.
 
 use std::fmt;
 use std::time::Duration;
+
+pub use super::schema::{
+    CgcSettings, FreshnessSettings, LifecycleSettings, ServiceSettings, Settings,
+    SupervisorSettings,
+};
 
 /// `freshness.watch`: whether a managed `cgc watch` child runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -71,97 +76,11 @@ impl fmt::Display for SyncStrategy {
     }
 }
 
-/// The `freshness.*` keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FreshnessSettings {
-    pub watch: WatchMode,
-    pub watcher_liveness_ms: u64,
-    pub auto_sync: bool,
-    pub max_syncs_per_session: u32,
-    pub batch_ms: u64,
-    pub settle_ms: u64,
-    pub modifying_tools: Vec<String>,
-}
-
-/// The `cgc.*` keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgcSettings {
-    pub executable: String,
-    pub timeout_ms: u64,
-    pub maintenance_timeout_ms: u64,
-    pub sync_strategy: SyncStrategy,
-    pub global_args: Vec<String>,
-}
-
-/// The `lifecycle.*` keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LifecycleSettings {
-    pub auto_create: bool,
-}
-
-/// The `service.*` keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceSettings {
-    /// 0 means never exit for idleness; see [`ServiceSettings::idle_exit`].
-    pub idle_exit_ms: u64,
-    pub max_line_bytes: usize,
-}
-
 impl ServiceSettings {
     /// The idle linger before exit, or `None` when the service never exits
     /// for idleness (`idleExitMs = 0`).
     pub fn idle_exit(&self) -> Option<Duration> {
         (self.idle_exit_ms > 0).then(|| Duration::from_millis(self.idle_exit_ms))
-    }
-}
-
-/// The `supervisor.*` keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SupervisorSettings {
-    pub stop_grace_ms: u64,
-}
-
-/// The whole effective configuration, one field per key, grouped by section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    pub freshness: FreshnessSettings,
-    pub cgc: CgcSettings,
-    pub lifecycle: LifecycleSettings,
-    pub service: ServiceSettings,
-    pub supervisor: SupervisorSettings,
-}
-
-impl Default for Settings {
-    /// The built-in defaults; identical to `config/default.toml`.
-    fn default() -> Self {
-        Settings {
-            freshness: FreshnessSettings {
-                watch: WatchMode::Off,
-                watcher_liveness_ms: 15_000,
-                auto_sync: true,
-                max_syncs_per_session: 2,
-                batch_ms: 500,
-                settle_ms: 30_000,
-                modifying_tools: ["write", "edit", "remove_file", "rename_file", "ctx_patch"]
-                    .map(String::from)
-                    .to_vec(),
-            },
-            cgc: CgcSettings {
-                executable: "cgc".to_owned(),
-                timeout_ms: 15_000,
-                maintenance_timeout_ms: 600_000,
-                sync_strategy: SyncStrategy::Reconcile,
-                global_args: Vec::new(),
-            },
-            lifecycle: LifecycleSettings { auto_create: false },
-            service: ServiceSettings {
-                idle_exit_ms: 0,
-                max_line_bytes: 65_536,
-            },
-            supervisor: SupervisorSettings {
-                stop_grace_ms: 2_000,
-            },
-        }
     }
 }
 

@@ -522,6 +522,40 @@ fn empty_env_var_and_json_null_leave_the_key_unset() {
     assert!(config.warnings().is_empty());
 }
 
+/// The loader hands the environment layer over like a file layer, keyed by
+/// dotted names; its strings are still read as variables' text.
+#[test]
+fn an_environment_tree_reads_its_strings_as_variable_text() {
+    let mut config = LayeredConfig::new();
+    config.apply_tree(workspace(), &json!({"freshness": {"watch": "on"}}));
+    config.apply_tree(
+        Layer::Env,
+        &json!({
+            "freshness.watch": "",
+            "freshness.modifyingTools": "write, bash",
+            "cgc.globalArgs": "--db  kuzudb",
+        }),
+    );
+    assert_eq!(config.settings().freshness.watch, WatchMode::On);
+    assert_eq!(config.origin(Key::FreshnessWatch), &workspace());
+    assert_eq!(
+        config.settings().value_of(Key::FreshnessModifyingTools),
+        json!(["write", "bash"])
+    );
+    assert_eq!(config.origin(Key::CgcGlobalArgs), &Layer::Env);
+    assert_eq!(config.settings().cgc.global_args, ["--db", "kuzudb"]);
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+
+    let mut from_vars = LayeredConfig::new();
+    from_vars.apply_tree(workspace(), &json!({"freshness": {"watch": "on"}}));
+    from_vars.apply_env(env(&[
+        ("CGC_FRESHNESS_WATCH", ""),
+        ("CGC_FRESHNESS_MODIFYING_TOOLS", "write, bash"),
+        ("CGC_GLOBAL_ARGS", "--db  kuzudb"),
+    ]));
+    assert_eq!(from_vars, config);
+}
+
 // ---- Key spelling in files ----------------------------------------------------
 
 #[test]

@@ -233,6 +233,66 @@ pub(crate) fn sync_strategy(raw: RawValue<'_>) -> Result<SyncStrategy, String> {
     }
 }
 
+/// The kind of value a key accepts: how a raw value of any layer is checked
+/// and turned into the field's type, and how the field reads back in the
+/// form a file would write it. Each key names its kind in `schema.rs`.
+pub(crate) trait Kind {
+    type Value;
+    fn parse(raw: RawValue<'_>) -> Result<Self::Value, String>;
+    fn render(value: &Self::Value) -> Value;
+}
+
+macro_rules! kinds {
+    ($($(#[doc = $doc:literal])* $Kind:ident: $ty:ty = |$raw:ident| $parse:expr, |$value:ident| $render:expr;)*) => {$(
+        $(#[doc = $doc])*
+        pub(crate) enum $Kind {}
+
+        impl Kind for $Kind {
+            type Value = $ty;
+            fn parse($raw: RawValue<'_>) -> Result<$ty, String> {
+                $parse
+            }
+            fn render($value: &$ty) -> Value {
+                $render
+            }
+        }
+    )*};
+}
+
+kinds! {
+    /// `off | on | auto` or a boolean.
+    Watch: WatchMode = |raw| watch_mode(raw), |mode| Value::from(mode.as_str());
+    /// A boolean.
+    Flag: bool = |raw| boolean(raw), |flag| Value::from(*flag);
+    /// Milliseconds, `1..=MAX_MILLIS`.
+    PositiveMillis: u64 = |raw| integer(raw, 1, MAX_MILLIS), |ms| Value::from(*ms);
+    /// Milliseconds, `0..=MAX_MILLIS`.
+    Millis: u64 = |raw| integer(raw, 0, MAX_MILLIS), |ms| Value::from(*ms);
+    /// A count, `0..=u32::MAX`.
+    Count: u32 = |raw| {
+        let count = integer(raw, 0, u64::from(u32::MAX))?;
+        u32::try_from(count).map_err(|_| format!("must be at most {}", u32::MAX))
+    }, |count| Value::from(*count);
+    /// A line length in bytes, `MIN_LINE_BYTES..=MAX_LINE_BYTES`.
+    LineBytes: usize = |raw| {
+        let bytes = integer(raw, MIN_LINE_BYTES, MAX_LINE_BYTES)?;
+        usize::try_from(bytes).map_err(|_| "too large for this platform".to_owned())
+    }, |bytes| Value::from(*bytes);
+    /// A non-empty string, trimmed.
+    NonEmptyText: String = |raw| non_empty_string(raw), |text| Value::from(text.as_str());
+    /// A list of strings; comma-separated in the environment.
+    CommaList: Vec<String> = |raw| string_list(raw, EnvListSyntax::CommaSeparated),
+        |items| Value::from(items.clone());
+    /// A list of strings; whitespace-separated in the environment.
+    WordList: Vec<String> = |raw| string_list(raw, EnvListSyntax::WhitespaceSeparated),
+        |items| Value::from(items.clone());
+    /// `reconcile | update | index`, or custom arguments.
+    Strategy: SyncStrategy = |raw| sync_strategy(raw), |strategy| match strategy {
+        SyncStrategy::Custom(args) => Value::from(args.clone()),
+        named => Value::from(named.name().unwrap_or_default()),
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
