@@ -799,6 +799,7 @@ fuzz_target!(|scenario: Scenario| {
         max_syncs_per_session: u32::from(scenario.max_syncs % 4),
         batch_ms: u64::from(scenario.batch_ms % 2_000),
         settle_ms: u64::from(scenario.settle_ms % 5_000),
+        min_sync_gap_ms: u64::from(scenario.settle_ms % 7) * 1_000,
         modifying_tools: MODIFYING.iter().map(|tool| tool.to_string()).collect(),
         workspace_root: WORKSPACE_ROOT.to_owned(),
     };

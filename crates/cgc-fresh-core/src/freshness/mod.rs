@@ -17,6 +17,7 @@
 //! let mut machine = Freshness::new(FreshnessPolicy::with_defaults("/home/ann/proj"), None, Millis(0));
 //! machine.handle(Millis(0), Input::SessionStarted {
 //!     session: "s1".into(), instance: "pi-1".into(), reason: SessionStartReason::Startup,
+//!     connection: None,
 //! });
 //! machine.handle(Millis(10), Input::ToolCall {
 //!     session: "s1".into(), tool: "edit".into(), paths: vec!["src/main.rs".into()],
@@ -176,6 +177,6 @@ pub use policy::{
     DEFAULT_SETTLE_MS,
 };
 pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RECORD_VERSION};
-pub use session::{MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS};
+pub use session::{ConnectionId, Lifetime, SessionKey, MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS};
 pub use time::Millis;
 pub use workspace_path::{PathPlacement, WorkspaceRoot};
