@@ -52,4 +52,27 @@ impl NoticeHub {
         });
         delivered
     }
+
+    /// [`NoticeHub::broadcast`], counting only the connections in
+    /// `counted` (a notice's own session's carriers): every subscriber gets
+    /// a copy, but a notice is spent only when it reached its session.
+    pub fn broadcast_counting(
+        &mut self,
+        frame: &Envelope<ServerFrame>,
+        counted: &[ConnId],
+    ) -> usize {
+        let mut delivered = 0;
+        self.subscribers.retain(|conn, to| {
+            if to.connected() {
+                to.do_send(Push(frame.clone()));
+                if counted.contains(conn) {
+                    delivered += 1;
+                }
+                true
+            } else {
+                false
+            }
+        });
+        delivered
+    }
 }

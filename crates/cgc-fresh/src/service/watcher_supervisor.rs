@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::{Settings, WatchMode};
+use cgc_fresh_core::freshness::SessionKey;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_core::watcher::gate::{gate, GateDecision};
 
@@ -41,14 +42,16 @@ use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild};
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct SessionBegan {
-    pub session: String,
+    pub session: SessionKey,
 }
 
-/// A session ended; its watcher is being stopped by the supervisor.
+/// A session lifetime's work stopped (it ended or was detached); its
+/// watcher is being stopped by the supervisor, and what is kept for the
+/// lifetime here is dropped.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct SessionGone {
-    pub session: String,
+    pub session: SessionKey,
 }
 
 /// New settings (reload); the next attempt uses them.
@@ -60,7 +63,7 @@ pub struct WatcherSettings(pub Settings);
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct WatcherReport {
-    pub session: String,
+    pub session: SessionKey,
     pub event: WatcherEvent,
     pub backend: Option<BackendAnswer>,
 }
@@ -79,7 +82,7 @@ pub enum WatcherEvent {
 }
 
 struct Running {
-    session: String,
+    session: SessionKey,
     child: Option<u64>,
     pid: Option<u32>,
     verified: bool,
@@ -95,8 +98,10 @@ pub struct WatcherSupervisor {
     supervisor: Addr<RootSupervisor>,
     detector: Addr<BackendDetector>,
     report_to: Recipient<WatcherReport>,
-    attempted: BTreeSet<String>,
-    ended: BTreeSet<String>,
+    /// Lifetimes whose attempt was made here, until their work stops
+    /// (bounded by the live lifetimes; which lifetime may attempt at all is
+    /// the core's decision).
+    attempted: BTreeSet<SessionKey>,
     backend: Option<BackendAnswer>,
     running: Option<Running>,
 }
@@ -118,16 +123,15 @@ impl WatcherSupervisor {
             detector,
             report_to,
             attempted: BTreeSet::new(),
-            ended: BTreeSet::new(),
             backend: None,
             running: None,
         }
     }
 
-    fn report(&self, session: &str, event: WatcherEvent) {
+    fn report(&self, session: &SessionKey, event: WatcherEvent) {
         tracing::info!(event = "watcher_report", session = %session, report = ?event);
         self.report_to.do_send(WatcherReport {
-            session: session.to_string(),
+            session: session.clone(),
             event,
             backend: self.backend.clone(),
         });
@@ -138,9 +142,14 @@ impl WatcherSupervisor {
     }
 
     /// Runs the gate for `session` with what is known now.
-    fn decide(&mut self, session: String, backend: Option<BackendAnswer>, ctx: &mut Context<Self>) {
-        if self.ended.contains(&session) {
-            return;
+    fn decide(
+        &mut self,
+        session: SessionKey,
+        backend: Option<BackendAnswer>,
+        ctx: &mut Context<Self>,
+    ) {
+        if !self.attempted.contains(&session) {
+            return; // its work stopped while the backend was detected
         }
         let decision = gate(
             self.settings.freshness.watch,
@@ -167,7 +176,7 @@ impl WatcherSupervisor {
         }
     }
 
-    fn spawn(&mut self, session: String, ctx: &mut Context<Self>) {
+    fn spawn(&mut self, session: SessionKey, ctx: &mut Context<Self>) {
         if self.running.is_some() {
             tracing::info!(event = "watcher_already_running", session = %session);
             return;
@@ -295,7 +304,7 @@ impl Handler<BackendDetected> for WatcherSupervisor {
 impl Handler<SessionGone> for WatcherSupervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionGone, _: &mut Self::Context) {
-        self.ended.insert(msg.session.clone());
+        self.attempted.remove(&msg.session);
         if let Some(running) = self.running.as_mut().filter(|r| r.session == msg.session) {
             running.session_ended = true;
         }

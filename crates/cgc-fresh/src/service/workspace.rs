@@ -24,7 +24,7 @@ use cgc_fresh_proto::{
     ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
 };
 
-use super::backend_detector::{BackendDetector, DetectorSettings};
+use super::backend_detector::{BackendDetector, DetectorSettings, ForgetBackend};
 use super::hub::NoticeHub;
 use super::messages::{
     ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, FromClient, Push, Shutdown,
@@ -98,6 +98,7 @@ fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
         max_syncs_per_session: settings.freshness.max_syncs_per_session,
         batch_ms: settings.freshness.batch_ms,
         settle_ms: settings.freshness.settle_ms,
+        min_sync_gap_ms: cgc_fresh_core::freshness::DEFAULT_MIN_SYNC_GAP_MS,
         modifying_tools: settings.freshness.modifying_tools.clone(),
         workspace_root: workspace.display().to_string(),
     }
@@ -209,7 +210,7 @@ impl WorkspaceActor {
                     event = "decision",
                     decision = "start_sync",
                     flight = flight.0,
-                    session = session.as_deref(),
+                    session = session.as_ref().map(tracing::field::display),
                     manual
                 );
                 if let Some(runner) = &self.runner {
@@ -233,16 +234,58 @@ impl WorkspaceActor {
                 text,
             } => {
                 let frame = Envelope::new(ServerFrame::Notice(Notice {
-                    session: Some(session.clone()),
+                    session: Some(session.name.clone()),
                     condition,
                     level,
                     text: text.clone(),
                     audience: Audience::User,
                 }));
-                let delivered = self.hub.broadcast(&frame);
-                tracing::info!(event = "notice", session = %session, condition = ?condition, level = ?level, delivered, text = %text);
+                // Every subscriber sees a copy (`cgc-fresh events`), but the
+                // notice is spent only when a connection carrying its own
+                // session got it.
+                let carriers = self.machine.carriers(&session);
+                let delivered = self.hub.broadcast_counting(&frame, &carriers);
+                tracing::info!(event = "notice", session = %session, condition = ?condition, level = ?level, delivered_to_session = delivered, text = %text);
                 if delivered > 0 {
                     follow_up.push(Input::NoticeDelivered { session, condition });
+                }
+            }
+            Effect::SessionOpened {
+                session,
+                reattached,
+            } => {
+                let event = if reattached {
+                    "session_reattached"
+                } else {
+                    "session_opened"
+                };
+                tracing::info!(event, session = %session);
+                if self.machine.watcher_attempt_allowed(&session) {
+                    if let Some(watcher) = &self.watcher {
+                        watcher.do_send(SessionBegan { session });
+                    }
+                }
+            }
+            Effect::SessionClosed { session, detached } => {
+                let event = if detached {
+                    "session_detached"
+                } else {
+                    "session_closed"
+                };
+                tracing::info!(event, session = %session);
+                // The same cleanup on every path: children, consent,
+                // watcher and backend answers of this lifetime.
+                self.supervisor.do_send(StopSession {
+                    session: session.clone(),
+                });
+                if let Some(runner) = &self.runner {
+                    runner.do_send(ForgetSession(session.clone()));
+                }
+                if let Some(detector) = &self.detector {
+                    detector.do_send(ForgetBackend(session.clone()));
+                }
+                if let Some(watcher) = &self.watcher {
+                    watcher.do_send(SessionGone { session });
                 }
             }
             Effect::RecordChanged => self.state_dirty = true,
@@ -312,18 +355,9 @@ impl WorkspaceActor {
         }
     }
 
+    /// `session_shutdown`: the lifetime ends; its cleanup follows from the
+    /// machine's `SessionClosed`.
     fn end_session(&mut self, session: String, ctx: &mut Context<Self>) {
-        self.supervisor.do_send(StopSession {
-            session: session.clone(),
-        });
-        if let Some(runner) = &self.runner {
-            runner.do_send(ForgetSession(session.clone()));
-        }
-        if let Some(watcher) = &self.watcher {
-            watcher.do_send(SessionGone {
-                session: session.clone(),
-            });
-        }
         self.apply(Input::SessionEnded { session }, ctx);
     }
 }
@@ -443,21 +477,17 @@ impl Handler<FromClient> for WorkspaceActor {
                 }
                 ack_if_asked(&reply_to, id);
                 tracing::info!(event = "session_start", conn, session = %start.session, instance = %instance, reason = ?start.reason);
+                // A watcher attempt follows from the machine's
+                // `SessionOpened`, for a new or a re-attached lifetime.
                 self.apply(
                     Input::SessionStarted {
-                        session: start.session.clone(),
+                        session: start.session,
                         instance,
                         reason: start.reason,
+                        connection: Some(conn),
                     },
                     ctx,
                 );
-                if self.machine.watcher_attempt_allowed(&start.session) {
-                    if let Some(watcher) = &self.watcher {
-                        watcher.do_send(SessionBegan {
-                            session: start.session,
-                        });
-                    }
-                }
             }
             ClientFrame::ToolCall(call) => {
                 self.ack_session_event(
@@ -585,10 +615,14 @@ impl Handler<ConnectionClosed> for WorkspaceActor {
         self.arm_idle_exit(ctx);
         self.hub.unsubscribe(msg.conn);
         self.instances.remove(&msg.conn);
-        for session in msg.sessions {
-            tracing::info!(event = "session_lost", conn = msg.conn, session = %session, cause = "connection closed without session_shutdown");
-            self.end_session(session, ctx);
-        }
+        // Sessions this connection was the last carrier of are detached
+        // (their work stops) until a replayed session_start takes them up.
+        self.apply(
+            Input::ConnectionClosed {
+                connection: msg.conn,
+            },
+            ctx,
+        );
     }
 }
 

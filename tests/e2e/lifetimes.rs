@@ -1,0 +1,204 @@
+//! Sessions are lifetimes everywhere past the connection: a reconnect
+//! carries a session on, a replacement ends exactly the old lifetime (and
+//! its watcher), a resumed id gets its own watcher, a notice is spent only
+//! on its own session, and syncs start at least `minSyncGapMs` apart.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{
+    agent_edit, fast_env, indexed_with_fake, is_alive, wait_until, Conn, FakeCgc, Service,
+};
+
+/// hello as extension `instance`, subscribe, `session_start` of `session`.
+fn harness(service: &Service, instance: &str, session: &str) -> Conn {
+    let mut conn = service.connect();
+    let welcome = conn.request(
+        json!({"type": "hello", "client": "e2e", "instance": instance, "protocol": 1}),
+        1,
+    );
+    assert_eq!(welcome["type"], "welcome");
+    conn.subscribe();
+    let ack = conn.request(
+        json!({"type": "session_start", "session": session, "reason": "startup"}),
+        2,
+    );
+    assert_eq!(ack["type"], "ack", "{ack}");
+    conn
+}
+
+fn watch_pids(fake: &FakeCgc) -> Vec<i32> {
+    fake.invocations()
+        .into_iter()
+        .filter(|r| {
+            r["argv"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|v| v == "watch"))
+        })
+        .filter_map(|r| r["pid"].as_i64().map(|pid| pid as i32))
+        .collect()
+}
+
+fn sync_starts(fake: &FakeCgc) -> usize {
+    fake.invocations().len()
+}
+
+#[test]
+fn a_reconnect_that_replays_session_start_keeps_auto_sync_and_notices() {
+    let (_sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
+    let first = harness(&service, "pi-1", "s1");
+    // The connection drops before anything was edited.
+    drop(first);
+    wait_until("the session to detach", Duration::from_secs(10), || {
+        !service.log_events("session_detached").is_empty()
+    });
+    // The bridge reconnects and replays its session_start.
+    let mut again = harness(&service, "pi-1", "s1");
+    wait_until("the re-attach", Duration::from_secs(10), || {
+        !service.log_events("session_reattached").is_empty()
+    });
+    agent_edit(&mut again, "s1", "a.py");
+    again.wait_seen("the staleness notice", |f| {
+        f["type"] == "notice" && f["condition"] == "possibly_stale"
+    });
+    again.wait_status("fresh");
+    again.wait_seen("the completion notice", |f| {
+        f["type"] == "notice" && f["condition"] == "sync_completed"
+    });
+    assert_eq!(sync_starts(&fake), 1, "{:?}", fake.invocations());
+    assert!(service.log_events("session_closed").is_empty());
+}
+
+#[test]
+fn a_replacement_under_the_same_id_survives_the_old_connection_closing_later() {
+    let (_sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
+    let old = harness(&service, "pi-old", "s1");
+    let mut new = harness(&service, "pi-new", "s1");
+    wait_until("the old lifetime to close", Duration::from_secs(10), || {
+        service.log_events("session_closed").len() == 1
+    });
+    drop(old);
+    // The old connection carried only the ended lifetime: nothing of the
+    // new one is detached or stopped.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(service.log_events("session_detached").is_empty());
+    agent_edit(&mut new, "s1", "a.py");
+    new.wait_status("fresh");
+    assert_eq!(sync_starts(&fake), 1, "the new lifetime's auto-sync ran");
+}
+
+#[test]
+fn a_replacement_with_watch_on_stops_the_old_watcher_and_starts_one_for_the_new_lifetime() {
+    let (_sandbox, fake, service) =
+        indexed_with_fake(json!({}), &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut old = harness(&service, "pi-old", "s1");
+    old.wait_status("fresh");
+    let first = watch_pids(&fake);
+    assert_eq!(first.len(), 1, "{:?}", fake.invocations());
+    let mut new = harness(&service, "pi-new", "s1");
+    wait_until("the old watcher to be gone", Duration::from_secs(10), || {
+        !is_alive(first[0])
+    });
+    wait_until("a watcher for the new lifetime", Duration::from_secs(10), || {
+        watch_pids(&fake).len() == 2
+    });
+    let second = watch_pids(&fake)[1];
+    assert!(is_alive(second));
+    new.wait_seen("the new watcher verified", |f| {
+        f["type"] == "state" && f["watcher"]["state"] == "verified" && f["watcher"]["pid"] == second
+    });
+    drop(old);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(is_alive(second), "the old connection's close left it alone");
+}
+
+#[test]
+fn a_resumed_session_id_with_watch_on_gets_a_watcher() {
+    let (_sandbox, fake, service) =
+        indexed_with_fake(json!({}), &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut first = harness(&service, "pi-1", "s1");
+    first.wait_status("fresh");
+    let pids = watch_pids(&fake);
+    first.request(json!({"type": "session_shutdown", "session": "s1"}), 3);
+    wait_until("the watcher to stop", Duration::from_secs(10), || {
+        !is_alive(pids[0])
+    });
+    // `/resume` of the same id by a new extension instance.
+    let mut resumed = harness(&service, "pi-2", "s1");
+    wait_until("a watcher for the resumed lifetime", Duration::from_secs(10), || {
+        watch_pids(&fake).len() == 2
+    });
+    resumed.wait_seen("it is verified", |f| {
+        f["type"] == "state" && f["watcher"]["state"] == "verified"
+    });
+}
+
+#[test]
+fn an_events_subscriber_does_not_spend_a_sessions_notice() {
+    let (_sandbox, _fake, service) = indexed_with_fake(
+        json!({}),
+        &fast_env(&[("CGC_FRESHNESS_AUTO_SYNC", "false")]),
+    );
+    // A person's `cgc-fresh events`: subscribed, no session.
+    let mut events = service.connect();
+    events.hello();
+    events.subscribe();
+    // The harness has not subscribed yet.
+    let mut harness = service.connect();
+    harness.request(
+        json!({"type": "hello", "client": "e2e", "instance": "pi-1", "protocol": 1}),
+        1,
+    );
+    harness.request(
+        json!({"type": "session_start", "session": "s1", "reason": "startup"}),
+        2,
+    );
+    agent_edit(&mut harness, "s1", "a.py");
+    // The events subscriber sees a copy…
+    events.wait_seen("a copy of the notice", |f| {
+        f["type"] == "notice" && f["condition"] == "possibly_stale"
+    });
+    // …but the notice is still the session's to receive.
+    harness.subscribe();
+    agent_edit(&mut harness, "s1", "b.py");
+    let notice: Value = harness.wait_seen("the session's notice", |f| {
+        f["type"] == "notice" && f["condition"] == "possibly_stale"
+    });
+    assert_eq!(notice["session"], "s1");
+    // Now it is spent: a third edit raises none.
+    agent_edit(&mut harness, "s1", "c.py");
+    let last = harness.request(json!({"type": "status"}), 9);
+    assert_eq!(last["status"], "possibly_stale");
+    assert_eq!(
+        harness.count_seen(|f| f["type"] == "notice" && f["condition"] == "possibly_stale"),
+        1
+    );
+}
+
+#[test]
+fn two_sync_starts_are_at_least_five_seconds_apart() {
+    // Each sync takes 300 ms; an edit during the first asks for a follow-up.
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({"watch": {"steps": [{"sleep_ms": 300}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}], "on_sigint": {"exit": 0}}}),
+        &[("CGC_FRESHNESS_BATCH_MS", "50"), ("CGC_FRESHNESS_SETTLE_MS", "2000")],
+    );
+    let mut conn = harness(&service, "pi-1", "s1");
+    agent_edit(&mut conn, "s1", "a.py");
+    conn.wait_status("syncing");
+    agent_edit(&mut conn, "s1", "b.py");
+    wait_until("the follow-up", Duration::from_secs(20), || {
+        sync_starts(&fake) == 2
+    });
+    let starts: Vec<f64> = fake
+        .invocations()
+        .iter()
+        .map(|r| r["start_ms"].as_f64().expect("start time"))
+        .collect();
+    assert!(
+        starts[1] - starts[0] >= 5_000.0,
+        "syncs started {} ms apart",
+        starts[1] - starts[0]
+    );
+    conn.wait_status("fresh");
+}
