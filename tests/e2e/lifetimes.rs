@@ -97,12 +97,16 @@ fn a_replacement_with_watch_on_stops_the_old_watcher_and_starts_one_for_the_new_
     let first = watch_pids(&fake);
     assert_eq!(first.len(), 1, "{:?}", fake.invocations());
     let mut new = harness(&service, "pi-new", "s1");
-    wait_until("the old watcher to be gone", Duration::from_secs(10), || {
-        !is_alive(first[0])
-    });
-    wait_until("a watcher for the new lifetime", Duration::from_secs(10), || {
-        watch_pids(&fake).len() == 2
-    });
+    wait_until(
+        "the old watcher to be gone",
+        Duration::from_secs(10),
+        || !is_alive(first[0]),
+    );
+    wait_until(
+        "a watcher for the new lifetime",
+        Duration::from_secs(10),
+        || watch_pids(&fake).len() == 2,
+    );
     let second = watch_pids(&fake)[1];
     assert!(is_alive(second));
     new.wait_seen("the new watcher verified", |f| {
@@ -126,9 +130,11 @@ fn a_resumed_session_id_with_watch_on_gets_a_watcher() {
     });
     // `/resume` of the same id by a new extension instance.
     let mut resumed = harness(&service, "pi-2", "s1");
-    wait_until("a watcher for the resumed lifetime", Duration::from_secs(10), || {
-        watch_pids(&fake).len() == 2
-    });
+    wait_until(
+        "a watcher for the resumed lifetime",
+        Duration::from_secs(10),
+        || watch_pids(&fake).len() == 2,
+    );
     resumed.wait_seen("it is verified", |f| {
         f["type"] == "state" && f["watcher"]["state"] == "verified"
     });
@@ -159,8 +165,12 @@ fn an_events_subscriber_does_not_spend_a_sessions_notice() {
     events.wait_seen("a copy of the notice", |f| {
         f["type"] == "notice" && f["condition"] == "possibly_stale"
     });
-    // …but the notice is still the session's to receive.
+    // …but the notice is still the session's to receive: once the episode
+    // is over (a person's sync), the next drift offers it again, and now
+    // the session's own connection reads it.
     harness.subscribe();
+    events.request(json!({"type": "sync"}), 5);
+    harness.wait_status("fresh");
     agent_edit(&mut harness, "s1", "b.py");
     let notice: Value = harness.wait_seen("the session's notice", |f| {
         f["type"] == "notice" && f["condition"] == "possibly_stale"
@@ -181,7 +191,10 @@ fn two_sync_starts_are_at_least_five_seconds_apart() {
     // Each sync takes 300 ms; an edit during the first asks for a follow-up.
     let (_sandbox, fake, service) = indexed_with_fake(
         json!({"watch": {"steps": [{"sleep_ms": 300}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}], "on_sigint": {"exit": 0}}}),
-        &[("CGC_FRESHNESS_BATCH_MS", "50"), ("CGC_FRESHNESS_SETTLE_MS", "2000")],
+        &[
+            ("CGC_FRESHNESS_BATCH_MS", "50"),
+            ("CGC_FRESHNESS_SETTLE_MS", "2000"),
+        ],
     );
     let mut conn = harness(&service, "pi-1", "s1");
     agent_edit(&mut conn, "s1", "a.py");
@@ -190,15 +203,32 @@ fn two_sync_starts_are_at_least_five_seconds_apart() {
     wait_until("the follow-up", Duration::from_secs(20), || {
         sync_starts(&fake) == 2
     });
-    let starts: Vec<f64> = fake
-        .invocations()
-        .iter()
-        .map(|r| r["start_ms"].as_f64().expect("start time"))
+    // The machine decides with its own clock; the log line of each decision
+    // carries a timestamp taken right after it (the fake's own start times
+    // add spawn latency, which differs between the two runs).
+    let decided: Vec<i64> = service
+        .log_events("decision")
+        .into_iter()
+        .filter(|e| e["decision"] == "start_sync")
+        .map(|e| log_time_ms(&e))
         .collect();
+    assert_eq!(decided.len(), 2, "{decided:?}");
     assert!(
-        starts[1] - starts[0] >= 5_000.0,
+        (decided[1] - decided[0]).rem_euclid(86_400_000) >= 4_990,
         "syncs started {} ms apart",
-        starts[1] - starts[0]
+        decided[1] - decided[0]
     );
     conn.wait_status("fresh");
+}
+
+/// A log line's timestamp (RFC 3339, UTC) in milliseconds since midnight —
+/// enough to subtract two times of one test.
+fn log_time_ms(event: &Value) -> i64 {
+    let stamp = event["timestamp"].as_str().expect("timestamp");
+    let time = stamp.split('T').nth(1).expect("a time part");
+    let mut parts = time.trim_end_matches('Z').split(':');
+    let hours: i64 = parts.next().and_then(|h| h.parse().ok()).expect("hours");
+    let minutes: i64 = parts.next().and_then(|m| m.parse().ok()).expect("minutes");
+    let seconds: f64 = parts.next().and_then(|s| s.parse().ok()).expect("seconds");
+    (hours * 3_600 + minutes * 60) * 1_000 + (seconds * 1_000.0) as i64
 }

@@ -173,8 +173,8 @@ pub use flight::FlightId;
 pub use machine::Freshness;
 pub use pending_paths::{PendingPaths, MAX_PENDING_PATHS, MAX_PENDING_PATH_BYTES};
 pub use policy::{
-    FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MODIFYING_TOOLS,
-    DEFAULT_MIN_SYNC_GAP_MS, DEFAULT_SETTLE_MS,
+    FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MIN_SYNC_GAP_MS,
+    DEFAULT_MODIFYING_TOOLS, DEFAULT_SETTLE_MS,
 };
 pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RECORD_VERSION};
 pub use session::{ConnectionId, Lifetime, SessionKey, MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS};

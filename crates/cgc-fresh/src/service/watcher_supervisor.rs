@@ -102,6 +102,9 @@ pub struct WatcherSupervisor {
     /// (bounded by the live lifetimes; which lifetime may attempt at all is
     /// the core's decision).
     attempted: BTreeSet<SessionKey>,
+    /// A lifetime whose watcher waits for an ended lifetime's watcher to
+    /// exit.
+    deferred: Option<SessionKey>,
     backend: Option<BackendAnswer>,
     running: Option<Running>,
 }
@@ -123,6 +126,7 @@ impl WatcherSupervisor {
             detector,
             report_to,
             attempted: BTreeSet::new(),
+            deferred: None,
             backend: None,
             running: None,
         }
@@ -177,8 +181,16 @@ impl WatcherSupervisor {
     }
 
     fn spawn(&mut self, session: SessionKey, ctx: &mut Context<Self>) {
-        if self.running.is_some() {
-            tracing::info!(event = "watcher_already_running", session = %session);
+        if let Some(running) = &self.running {
+            if running.session_ended {
+                // The ended lifetime's watcher is still being stopped (it
+                // may hold the embedded database until it exits): this one
+                // starts once it is gone.
+                tracing::info!(event = "watcher_deferred", session = %session, until_gone = %running.session);
+                self.deferred = Some(session);
+            } else {
+                tracing::info!(event = "watcher_already_running", session = %session);
+            }
             return;
         }
         if let Some(holder) =
@@ -305,6 +317,9 @@ impl Handler<SessionGone> for WatcherSupervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionGone, _: &mut Self::Context) {
         self.attempted.remove(&msg.session);
+        if self.deferred.as_ref() == Some(&msg.session) {
+            self.deferred = None;
+        }
         if let Some(running) = self.running.as_mut().filter(|r| r.session == msg.session) {
             running.session_ended = true;
         }
@@ -356,6 +371,11 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                     WatcherEvent::Failed { pid, error }
                 };
                 self.report(&running.session, event);
+                if let Some(next) = self.deferred.take() {
+                    if self.attempted.contains(&next) {
+                        self.spawn(next, ctx);
+                    }
+                }
             }
         }
     }
