@@ -20,7 +20,7 @@ use cgc_fresh_proto::{NoticeCondition, NoticeLevel, SessionStartReason};
 use crate::config::WatchMode;
 
 use super::flight::FlightId;
-use super::session::{ConnectionId, SessionKey};
+use super::session::{ConnectionId, OwnerPid, SessionKey};
 
 /// One observation handed to [`super::Freshness::handle`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,12 +28,17 @@ pub enum Input {
     /// `session_start`: harness extension `instance` serves `session`; it
     /// came over `connection` (which then carries the lifetime), or from no
     /// connection (`None`: a lifetime nothing carries never detaches).
+    /// `owner`: the process whose exit ends the lifetime (`owner_pid`); no
+    /// connection's close detaches an owned lifetime.
     SessionStarted {
         session: String,
         instance: String,
         reason: SessionStartReason,
         connection: Option<ConnectionId>,
+        owner: Option<OwnerPid>,
     },
+    /// The owner process `pid` of one or more lifetimes exited: they end.
+    OwnerExited { pid: OwnerPid },
     /// `session_shutdown`: the session's lifetime (live or detached) ends.
     SessionEnded { session: String },
     /// A client connection closed. Lifetimes it was the last carrier of are

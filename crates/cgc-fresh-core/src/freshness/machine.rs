@@ -17,7 +17,7 @@ use super::notice_text;
 use super::pending_paths::PendingPaths;
 use super::policy::FreshnessPolicy;
 use super::record::{FreshnessRecord, PendingSummary};
-use super::session::{ConnectionId, Known, Lifetime, Registration, SessionKey, Sessions};
+use super::session::{ConnectionId, Known, Lifetime, OwnerPid, Registration, SessionKey, Sessions};
 use super::time::Millis;
 use super::watcher_slot::WatcherSlot;
 use super::workspace_path::{PathPlacement, WorkspaceRoot};
@@ -45,6 +45,14 @@ pub struct Freshness {
     /// from it).
     last_start: Option<Millis>,
     now: Millis,
+}
+
+/// A held notice taken by [`Freshness::take_notices`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenNotice {
+    pub condition: NoticeCondition,
+    pub level: cgc_fresh_proto::NoticeLevel,
+    pub text: String,
 }
 
 /// What a modifying tool call touched inside the workspace.
@@ -221,6 +229,40 @@ impl Freshness {
         }
     }
 
+    /// The process that owns `session`'s lifetime, if one does (the shell
+    /// watches it and reports [`Input::OwnerExited`]).
+    pub fn owner(&self, session: &SessionKey) -> Option<OwnerPid> {
+        if !self.sessions.is_current(session) {
+            return None;
+        }
+        self.sessions.owner(session.lifetime)
+    }
+
+    /// Whether any lifetime is still owned by `pid` (else its watch can go).
+    pub fn owns_any(&self, pid: OwnerPid) -> bool {
+        !self.sessions.owned_by(pid).is_empty()
+    }
+
+    /// Takes the notices offered to `session`'s live lifetime that no
+    /// connection of it received yet, oldest condition first; they count as
+    /// delivered from now on (a hook that takes them prints them). `None`
+    /// when `session` has no live lifetime.
+    pub fn take_notices(&mut self, session: &str) -> Option<(SessionKey, Vec<TakenNotice>)> {
+        let key = self.current_lifetime(session)?;
+        let (_, live) = self.sessions.get_mut(key.lifetime)?;
+        let taken = live
+            .ledger
+            .take_held()
+            .into_iter()
+            .map(|(condition, text)| TakenNotice {
+                condition,
+                level: notice_text::level(condition),
+                text,
+            })
+            .collect();
+        Some((key, taken))
+    }
+
     /// The open connections that carry `session`'s lifetime: a notice for
     /// it counts as delivered only when one of them received it.
     pub fn carriers(&self, session: &SessionKey) -> Vec<ConnectionId> {
@@ -297,7 +339,21 @@ impl Freshness {
                 instance,
                 reason: _,
                 connection,
-            } => self.session_started(now, session, &instance, connection, out),
+                owner,
+            } => self.session_started(now, session, &instance, connection, owner, out),
+            Input::OwnerExited { pid } => {
+                let owned = self.sessions.owned_by(pid);
+                if owned.is_empty() {
+                    return false;
+                }
+                self.catch_up(now);
+                for name in owned {
+                    if let Some(lifetime) = self.sessions.end(&name) {
+                        self.close_lifetime(SessionKey { name, lifetime }, false, out);
+                    }
+                }
+                true
+            }
             Input::SessionEnded { session } => {
                 let Some(lifetime) = self.sessions.end(&session) else {
                     return false;
@@ -574,6 +630,7 @@ impl Freshness {
         name: String,
         instance: &str,
         connection: Option<ConnectionId>,
+        owner: Option<OwnerPid>,
         out: &mut Vec<Effect>,
     ) -> bool {
         let mut taken = false;
@@ -583,7 +640,7 @@ impl Freshness {
             self.close_lifetime(oldest, false, out);
             taken = true;
         }
-        match self.sessions.register(&name, instance, connection) {
+        match self.sessions.register(&name, instance, connection, owner) {
             Registration::Unchanged | Registration::Refused => taken,
             Registration::Started { started, replaced } => {
                 self.catch_up(now);
@@ -976,7 +1033,7 @@ impl Freshness {
     /// outcome concerns everyone working in the workspace.
     fn offer_to_all(&mut self, condition: NoticeCondition, text: &str, out: &mut Vec<Effect>) {
         for (name, live) in self.sessions.live_mut() {
-            if live.ledger.offer(condition) {
+            if let Some(text) = live.ledger.offer_text(condition, || text.to_string()) {
                 out.push(Effect::Notice {
                     session: SessionKey {
                         name: name.to_string(),
@@ -984,7 +1041,7 @@ impl Freshness {
                     },
                     condition,
                     level: notice_text::level(condition),
-                    text: text.to_string(),
+                    text,
                 });
             }
         }
@@ -1035,7 +1092,7 @@ fn offer(
     text: impl FnOnce() -> String,
 ) {
     if let Some((name, live)) = sessions.get_mut(key) {
-        if live.ledger.offer(condition) {
+        if let Some(text) = live.ledger.offer_text(condition, text) {
             out.push(Effect::Notice {
                 session: SessionKey {
                     name: name.to_string(),
@@ -1043,7 +1100,7 @@ fn offer(
                 },
                 condition,
                 level: notice_text::level(condition),
-                text: text(),
+                text,
             });
         }
     }

@@ -319,6 +319,7 @@ impl World {
                     instance: instance.into(),
                     reason: SessionStartReason::Resume,
                     connection: None,
+                    owner: None,
                 })
             }
             Op::End { name } => {

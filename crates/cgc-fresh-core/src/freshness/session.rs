@@ -27,6 +27,11 @@
 //! - ended with another instance, or never seen: a new lifetime (this is how
 //!   `/resume` of an earlier session rebinds).
 //!
+//! A lifetime may be *owned* by a process (`owner_pid` in its
+//! `session_start`, e.g. the Claude Code process whose short-lived hooks
+//! report it): it then lives until `session_shutdown` or until that process
+//! exits, and no connection closing detaches it.
+//!
 //! A lifetime is *carried* by the connections its `session_start` came over.
 //! When the last of them closes, the lifetime is *detached*: its work stops
 //! (the spec's teardown when the harness goes away), but it is kept, so
@@ -109,6 +114,9 @@ impl fmt::Display for SessionKey {
 /// A client connection, as the shell numbers them.
 pub type ConnectionId = u64;
 
+/// A process id (the owner of a session lifetime).
+pub type OwnerPid = u32;
+
 /// A live session lifetime.
 #[derive(Debug, Clone)]
 pub(crate) struct LiveSession {
@@ -124,6 +132,8 @@ pub(crate) struct LiveSession {
     carriers: BTreeSet<ConnectionId>,
     /// Every connection that carried it closed; waiting for a replay.
     detached: bool,
+    /// The process whose exit ends it, when it has one.
+    owner: Option<OwnerPid>,
 }
 
 /// What a `session_start` did.
@@ -173,6 +183,7 @@ impl Sessions {
         name: &str,
         instance: &str,
         carrier: Option<ConnectionId>,
+        owner: Option<OwnerPid>,
     ) -> Registration {
         if let Some(live) = self.live.get_mut(name) {
             let same = match &live.instance {
@@ -184,6 +195,9 @@ impl Sessions {
             };
             if same {
                 live.carriers.extend(carrier);
+                if owner.is_some() {
+                    live.owner = owner;
+                }
                 if live.detached && !live.carriers.is_empty() {
                     live.detached = false;
                     let key = live.key;
@@ -194,7 +208,7 @@ impl Sessions {
             }
             let replaced = live.key;
             self.detached_order.retain(|detached| *detached != replaced);
-            let started = self.start(name, Some(instance), carrier);
+            let started = self.start(name, Some(instance), carrier, owner);
             return Registration::Started {
                 started,
                 replaced: Some(replaced),
@@ -208,7 +222,7 @@ impl Sessions {
         if self.full() {
             return Registration::Refused;
         }
-        let started = self.start(name, Some(instance), carrier);
+        let started = self.start(name, Some(instance), carrier, owner);
         Registration::Started {
             started,
             replaced: None,
@@ -250,7 +264,7 @@ impl Sessions {
             Known::Live(key) => Some(key),
             Known::Ended | Known::Detached(_) => None,
             Known::Unknown if self.full() => None,
-            Known::Unknown => Some(self.start(name, None, None)),
+            Known::Unknown => Some(self.start(name, None, None, None)),
         }
     }
 
@@ -295,7 +309,12 @@ impl Sessions {
     pub(crate) fn connection_closed(&mut self, connection: ConnectionId) -> Vec<Lifetime> {
         let mut detached = Vec::new();
         for live in self.live.values_mut() {
-            if live.carriers.remove(&connection) && live.carriers.is_empty() && !live.detached {
+            // A lifetime its owner process keeps is not the connection's.
+            if live.carriers.remove(&connection)
+                && live.carriers.is_empty()
+                && !live.detached
+                && live.owner.is_none()
+            {
                 live.detached = true;
                 // A detached lifetime gets its watcher attempt back: its
                 // watcher (if any) is stopped with it, through no failure.
@@ -305,6 +324,20 @@ impl Sessions {
         }
         self.detached_order.extend(detached.iter().copied());
         detached
+    }
+
+    /// The names of the lifetimes `pid` owns (they end with it).
+    pub(crate) fn owned_by(&self, pid: OwnerPid) -> Vec<String> {
+        self.live
+            .iter()
+            .filter(|(_, live)| live.owner == Some(pid))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The owner process of lifetime `key`, if it has one.
+    pub(crate) fn owner(&self, key: Lifetime) -> Option<OwnerPid> {
+        self.get(key).and_then(|(_, live)| live.owner)
     }
 
     /// The open connections that carry lifetime `key`.
@@ -369,6 +402,7 @@ impl Sessions {
         name: &str,
         instance: Option<&str>,
         carrier: Option<ConnectionId>,
+        owner: Option<OwnerPid>,
     ) -> Lifetime {
         self.forget_ended(name);
         self.next_key += 1;
@@ -383,6 +417,7 @@ impl Sessions {
                 watcher_attempted: false,
                 carriers: carrier.into_iter().collect(),
                 detached: false,
+                owner,
             },
         );
         key
@@ -406,12 +441,17 @@ mod tests {
     #[test]
     fn registering_the_same_instance_twice_is_one_registration() {
         let mut sessions = Sessions::default();
-        assert!(started_fresh(sessions.register("s1", "pi-1", Some(1))));
+        assert!(started_fresh(sessions.register(
+            "s1",
+            "pi-1",
+            Some(1),
+            None
+        )));
         let Known::Live(key) = sessions.known("s1") else {
             panic!("s1 should be live")
         };
         assert_eq!(
-            sessions.register("s1", "pi-1", Some(1)),
+            sessions.register("s1", "pi-1", Some(1), None),
             Registration::Unchanged
         );
         assert_eq!(sessions.known("s1"), Known::Live(key));
@@ -421,12 +461,12 @@ mod tests {
     #[test]
     fn a_new_instance_replaces_the_lifetime() {
         let mut sessions = Sessions::default();
-        sessions.register("s1", "pi-1", None);
+        sessions.register("s1", "pi-1", None, None);
         let Known::Live(old) = sessions.known("s1") else {
             panic!()
         };
         assert!(matches!(
-            sessions.register("s1", "pi-2", None),
+            sessions.register("s1", "pi-2", None, None),
             Registration::Started { replaced: Some(replaced), .. } if replaced == old
         ));
         assert_ne!(sessions.known("s1"), Known::Live(old));
@@ -435,17 +475,17 @@ mod tests {
     #[test]
     fn an_ended_session_stays_ended_for_its_own_instance_only() {
         let mut sessions = Sessions::default();
-        sessions.register("s1", "pi-1", None);
+        sessions.register("s1", "pi-1", None, None);
         assert!(sessions.end("s1").is_some());
         assert_eq!(sessions.end("s1"), None);
         assert_eq!(sessions.known("s1"), Known::Ended);
         assert_eq!(sessions.live_or_implicit("s1"), None);
         assert_eq!(
-            sessions.register("s1", "pi-1", None),
+            sessions.register("s1", "pi-1", None, None),
             Registration::Unchanged
         );
         assert_eq!(sessions.known("s1"), Known::Ended);
-        assert!(started_fresh(sessions.register("s1", "pi-2", None)));
+        assert!(started_fresh(sessions.register("s1", "pi-2", None, None)));
         assert!(matches!(sessions.known("s1"), Known::Live(_)));
     }
 
@@ -454,7 +494,7 @@ mod tests {
         let mut sessions = Sessions::default();
         let key = sessions.live_or_implicit("s9").unwrap();
         assert_eq!(
-            sessions.register("s9", "pi-7", None),
+            sessions.register("s9", "pi-7", None, None),
             Registration::Unchanged
         );
         assert_eq!(sessions.known("s9"), Known::Live(key));
@@ -463,12 +503,12 @@ mod tests {
     #[test]
     fn the_last_carrier_closing_detaches_and_a_replay_reattaches_the_same_lifetime() {
         let mut sessions = Sessions::default();
-        sessions.register("s1", "pi-1", Some(1));
+        sessions.register("s1", "pi-1", Some(1), None);
         let Known::Live(key) = sessions.known("s1") else {
             panic!()
         };
         // A second connection of the same instance carries it too.
-        sessions.register("s1", "pi-1", Some(2));
+        sessions.register("s1", "pi-1", Some(2), None);
         assert_eq!(sessions.carriers(key).collect::<Vec<_>>(), [1, 2]);
         assert!(sessions.connection_closed(1).is_empty());
         assert_eq!(sessions.known("s1"), Known::Live(key));
@@ -478,7 +518,7 @@ mod tests {
         // Edits under a detached name start nothing.
         assert_eq!(sessions.live_or_implicit("s1"), None);
         assert_eq!(
-            sessions.register("s1", "pi-1", Some(3)),
+            sessions.register("s1", "pi-1", Some(3), None),
             Registration::Reattached(key)
         );
         assert_eq!(sessions.known("s1"), Known::Live(key));
@@ -488,13 +528,13 @@ mod tests {
     #[test]
     fn a_detached_lifetime_replaced_by_another_instance_ends() {
         let mut sessions = Sessions::default();
-        sessions.register("s1", "pi-1", Some(1));
+        sessions.register("s1", "pi-1", Some(1), None);
         let Known::Live(old) = sessions.known("s1") else {
             panic!()
         };
         sessions.connection_closed(1);
         assert!(matches!(
-            sessions.register("s1", "pi-2", Some(2)),
+            sessions.register("s1", "pi-2", Some(2), None),
             Registration::Started { replaced: Some(replaced), .. } if replaced == old
         ));
         assert!(sessions.detached_order.is_empty());
@@ -503,8 +543,8 @@ mod tests {
     #[test]
     fn a_connection_that_carried_a_replaced_lifetime_detaches_nothing() {
         let mut sessions = Sessions::default();
-        sessions.register("s1", "pi-1", Some(1));
-        sessions.register("s1", "pi-2", Some(2));
+        sessions.register("s1", "pi-1", Some(1), None);
+        sessions.register("s1", "pi-2", Some(2), None);
         let Known::Live(new) = sessions.known("s1") else {
             panic!()
         };
@@ -517,20 +557,26 @@ mod tests {
         let mut sessions = Sessions::default();
         for n in 0..MAX_LIVE_SESSIONS {
             assert!(sessions.admits(&format!("s{n}"), "pi"));
-            sessions.register(&format!("s{n}"), "pi", None);
+            sessions.register(&format!("s{n}"), "pi", None, None);
         }
         assert!(!sessions.admits("new", "pi"));
         assert_eq!(sessions.oldest_detached_if_full("new", "pi"), None);
-        assert_eq!(sessions.register("new", "pi", None), Registration::Refused);
+        assert_eq!(
+            sessions.register("new", "pi", None, None),
+            Registration::Refused
+        );
         assert_eq!(sessions.known("new"), Known::Unknown);
         assert_eq!(sessions.live_or_implicit("implicit"), None);
         assert_eq!(sessions.known("implicit"), Known::Unknown);
         // A repeated registration and a replacement do not grow the table.
         assert!(sessions.admits("s0", "pi"));
-        assert_eq!(sessions.register("s0", "pi", None), Registration::Unchanged);
+        assert_eq!(
+            sessions.register("s0", "pi", None, None),
+            Registration::Unchanged
+        );
         assert!(sessions.admits("s1", "pi-2"));
         assert!(matches!(
-            sessions.register("s1", "pi-2", None),
+            sessions.register("s1", "pi-2", None, None),
             Registration::Started {
                 replaced: Some(_),
                 ..
@@ -539,13 +585,16 @@ mod tests {
         assert!(sessions.live_or_implicit("s2").is_some());
         // A late duplicate of an ended registration stays harmless.
         sessions.end("s3");
-        sessions.register("other", "pi", None);
+        sessions.register("other", "pi", None, None);
         assert!(sessions.admits("s3", "pi"));
-        assert_eq!(sessions.register("s3", "pi", None), Registration::Unchanged);
+        assert_eq!(
+            sessions.register("s3", "pi", None, None),
+            Registration::Unchanged
+        );
         // Ending one frees a place.
         sessions.end("s4");
         assert!(sessions.admits("new", "pi"));
-        assert!(started_fresh(sessions.register("new", "pi", None)));
+        assert!(started_fresh(sessions.register("new", "pi", None, None)));
         assert_eq!(sessions.live_names().count(), MAX_LIVE_SESSIONS);
     }
 
@@ -553,7 +602,7 @@ mod tests {
     fn at_the_bound_the_oldest_detached_lifetime_makes_room() {
         let mut sessions = Sessions::default();
         for n in 0..MAX_LIVE_SESSIONS {
-            sessions.register(&format!("s{n}"), "pi", Some(n as u64));
+            sessions.register(&format!("s{n}"), "pi", Some(n as u64), None);
         }
         sessions.connection_closed(7);
         sessions.connection_closed(3);
@@ -561,7 +610,7 @@ mod tests {
         let oldest = sessions.oldest_detached_if_full("new", "pi").unwrap();
         assert_eq!(oldest.name, "s7");
         sessions.end(&oldest.name);
-        assert!(started_fresh(sessions.register("new", "pi", None)));
+        assert!(started_fresh(sessions.register("new", "pi", None, None)));
         assert_eq!(
             sessions
                 .oldest_detached_if_full("other", "pi")
@@ -575,11 +624,25 @@ mod tests {
     fn ended_names_are_bounded() {
         let mut sessions = Sessions::default();
         for n in 0..=MAX_ENDED_SESSIONS {
-            sessions.register(&format!("s{n}"), "pi", None);
+            sessions.register(&format!("s{n}"), "pi", None, None);
             sessions.end(&format!("s{n}"));
         }
         assert_eq!(sessions.known("s0"), Known::Unknown);
         assert_eq!(sessions.known("s1"), Known::Ended);
         assert_eq!(sessions.ended.len(), MAX_ENDED_SESSIONS);
+    }
+
+    #[test]
+    fn an_owned_lifetime_outlives_its_connections_and_ends_with_its_owner() {
+        let mut sessions = Sessions::default();
+        sessions.register("cc", "claude-1", Some(1), Some(4242));
+        let Known::Live(key) = sessions.known("cc") else {
+            panic!()
+        };
+        assert_eq!(sessions.owner(key), Some(4242));
+        assert!(sessions.connection_closed(1).is_empty());
+        assert_eq!(sessions.known("cc"), Known::Live(key));
+        assert_eq!(sessions.owned_by(4242), ["cc"]);
+        assert!(sessions.owned_by(7).is_empty());
     }
 }

@@ -86,6 +86,7 @@ impl Bench {
             instance: instance.into(),
             reason,
             connection: None,
+            owner: None,
         })
     }
 
@@ -909,7 +910,9 @@ fn inputs_naming_an_ended_session_change_nothing() {
             instance: "pi-s1".into(),
             reason: SessionStartReason::Reload,
             connection: None,
+            owner: None,
         },
+        Input::OwnerExited { pid: 77 },
         Input::ConnectionClosed { connection: 7 },
     ] {
         assert_eq!(bench.at(200).send(input.clone()), [], "{input:?}");
@@ -2022,6 +2025,7 @@ impl Bench {
             instance: instance.into(),
             reason: SessionStartReason::Startup,
             connection: Some(connection),
+            owner: None,
         })
     }
 

@@ -485,6 +485,7 @@ impl Handler<FromClient> for WorkspaceActor {
                         instance,
                         reason: start.reason,
                         connection: Some(conn),
+                        owner: None,
                     },
                     ctx,
                 );
