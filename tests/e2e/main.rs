@@ -3,6 +3,7 @@
 
 mod support;
 
+mod backpressure;
 mod config;
 mod deploy;
 mod faults;
@@ -17,3 +18,4 @@ mod soak;
 mod supervision;
 mod sync;
 mod watcher;
+mod wedged;

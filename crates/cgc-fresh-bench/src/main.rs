@@ -14,6 +14,8 @@
 //! target/release/cgc-fresh-bench all            # intake, idle, startup, shutdown, dedup
 //! target/release/cgc-fresh-bench busy           # needs the real cgc (scripts/install-cgc.sh)
 //! target/release/cgc-fresh-bench strategies     # needs the real cgc; takes minutes
+//! target/release/cgc-fresh-bench slow-reader    # clients that never read
+//! target/release/cgc-fresh-bench connections    # 10 000 held; the descriptor limit
 //! ```
 //!
 //! The service and fake binaries default to the ones next to this
@@ -36,7 +38,9 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 
 use benches::busy::BusyOptions;
+use benches::connections::ConnectionsOptions;
 use benches::intake::IntakeOptions;
+use benches::slow_reader::SlowReaderOptions;
 use benches::Tools;
 use machine::Machine;
 
@@ -119,6 +123,30 @@ enum Bench {
         #[arg(long, default_value_t = 200)]
         modules: usize,
     },
+    /// Peak memory with a requester and a subscriber that never read (fake cgc).
+    SlowReader {
+        /// Longest a flood of requests writes.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        /// Edits made while the subscriber does not read.
+        #[arg(long, default_value_t = 100_000)]
+        edits: u64,
+        /// A flood stops when the service's VmRSS passes this many MiB.
+        #[arg(long, default_value_t = 1024)]
+        rss_cap_mib: u64,
+    },
+    /// Memory and descriptors with many connections held; the descriptor limit (fake cgc).
+    Connections {
+        /// Connections held at once.
+        #[arg(long, default_value_t = 10_000)]
+        count: usize,
+        /// The service's `RLIMIT_NOFILE` in the at-the-limit case.
+        #[arg(long, default_value_t = 1024)]
+        limit: u64,
+        /// How long connections are held at the limit.
+        #[arg(long, default_value_t = 12)]
+        hold_seconds: u64,
+    },
     /// The fast ones with their defaults: intake, idle, startup, shutdown, dedup.
     All {
         /// Length of the idle period.
@@ -158,6 +186,30 @@ fn run() -> Result<()> {
             benches::busy::run(&tools, &BusyOptions { probes, cli_runs })
         }
         Bench::Dedup => benches::dedup::run(&tools),
+        Bench::SlowReader {
+            seconds,
+            edits,
+            rss_cap_mib,
+        } => benches::slow_reader::run(
+            &tools,
+            &SlowReaderOptions {
+                seconds,
+                edits,
+                rss_cap_mib,
+            },
+        ),
+        Bench::Connections {
+            count,
+            limit,
+            hold_seconds,
+        } => benches::connections::run(
+            &tools,
+            &ConnectionsOptions {
+                count,
+                limit,
+                hold_seconds,
+            },
+        ),
         Bench::Strategies { modules } => benches::strategies::run(&tools, modules),
         Bench::All { idle_seconds } => {
             benches::intake::run(

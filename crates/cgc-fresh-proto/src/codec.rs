@@ -1,6 +1,16 @@
 //! JSON-lines framing for `tokio_util::codec`: splits a byte stream into
 //! lines with a hard length limit, and writes values as compact JSON lines.
 //!
+//! The splitting is `tokio_util`'s own bounded line splitter,
+//! [`AnyDelimiterCodec::new_with_max_length`] with `\n` as the delimiter:
+//! the same algorithm as `LinesCodec::new_with_max_length` (each byte
+//! searched for `\n` once, at most limit + 1 bytes looked at), but yielding
+//! the line's bytes without a copy. `LinesCodec` itself is not used because
+//! it decodes to `String`: a line that is not UTF-8 would be a decoder
+//! error, which ends a `FramedRead` stream, whereas the protocol answers it
+//! with `bad_json` and keeps the connection (the frame decoder checks
+//! UTF-8). This thin wrapper adds the protocol's rules on top.
+//!
 //! The decoder yields raw line bytes; turning them into frames is
 //! [`crate::decode_client_frame`]'s job, so a malformed line can be answered
 //! with an `error` frame while the connection stays usable. An over-long line
@@ -10,7 +20,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
-use tokio_util::codec::{Decoder, Encoder};
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, Encoder};
 
 /// The default maximum line length in bytes (excluding the `\n`).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024;
@@ -43,16 +53,14 @@ pub enum CodecError {
 ///   the limit; a line of exactly the limit is accepted;
 /// - as soon as more than the limit is buffered without a `\n`, or a
 ///   complete line exceeds it, [`CodecError::TooLarge`] is returned once;
-///   every later call discards its input and yields nothing;
-/// - at end of input, a final line without `\n` is still yielded.
-///
-/// Each input byte is searched for `\n` once: the position already searched
-/// is remembered across calls, so decoding is linear in the input.
+///   every later call discards its input and yields nothing (the inner
+///   splitter would skip to the next line instead, which the protocol does
+///   not want);
+/// - at end of input, a final line without `\n` is still yielded;
+/// - bytes are not checked for UTF-8 here.
 #[derive(Debug, Clone)]
 pub struct FrameCodec {
-    max_line_bytes: usize,
-    /// Bytes at the front of the buffer already known to hold no `\n`.
-    searched_up_to: usize,
+    lines: AnyDelimiterCodec,
     /// Set once a line was too large; input is refused from then on.
     refusing: bool,
 }
@@ -66,15 +74,18 @@ impl FrameCodec {
     /// A codec accepting lines of up to `max_line_bytes` bytes.
     pub fn with_max_line_bytes(max_line_bytes: usize) -> Self {
         FrameCodec {
-            max_line_bytes,
-            searched_up_to: 0,
+            lines: AnyDelimiterCodec::new_with_max_length(
+                b"\n".to_vec(),
+                b"\n".to_vec(),
+                max_line_bytes,
+            ),
             refusing: false,
         }
     }
 
     /// The configured line limit.
     pub fn max_line_bytes(&self) -> usize {
-        self.max_line_bytes
+        self.lines.max_length()
     }
 
     /// Whether an over-long line was seen and input is now refused.
@@ -82,11 +93,35 @@ impl FrameCodec {
         self.refusing
     }
 
-    fn refuse(&mut self, buf: &mut BytesMut) {
-        buf.clear();
-        self.searched_up_to = 0;
-        self.refusing = true;
+    /// Applies the protocol's rules to what the splitter returned.
+    fn finish(
+        &mut self,
+        split: Result<Option<Bytes>, AnyDelimiterCodecError>,
+        buf: &mut BytesMut,
+    ) -> Result<Step, CodecError> {
+        match split {
+            Ok(Some(line)) => {
+                Ok(finish_line(line).map_or(Step::SkipEmpty, |line| Step::Yield(Some(line))))
+            }
+            Ok(None) => Ok(Step::Yield(None)),
+            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
+                buf.clear();
+                self.refusing = true;
+                Err(CodecError::TooLarge {
+                    limit: self.max_line_bytes(),
+                })
+            }
+            Err(AnyDelimiterCodecError::Io(error)) => Err(CodecError::Io(error)),
+        }
     }
+}
+
+/// What one split amounts to.
+enum Step {
+    /// Return this from the decoder.
+    Yield(Option<Bytes>),
+    /// An empty line: split again.
+    SkipEmpty,
 }
 
 impl Default for FrameCodec {
@@ -96,11 +131,11 @@ impl Default for FrameCodec {
 }
 
 /// Removes one trailing `\r`; returns `None` for an empty line.
-fn finish_line(mut line: BytesMut) -> Option<Bytes> {
+fn finish_line(mut line: Bytes) -> Option<Bytes> {
     if line.last() == Some(&b'\r') {
         line.truncate(line.len() - 1);
     }
-    (!line.is_empty()).then(|| line.freeze())
+    (!line.is_empty()).then_some(line)
 }
 
 impl Decoder for FrameCodec {
@@ -113,45 +148,25 @@ impl Decoder for FrameCodec {
                 buf.clear();
                 return Ok(None);
             }
-            // A `\n` at index `max_line_bytes` ends a line of exactly the
-            // limit, so at most limit + 1 bytes are ever searched.
-            let search_end = buf.len().min(self.max_line_bytes.saturating_add(1));
-            let newline = buf[self.searched_up_to..search_end]
-                .iter()
-                .position(|byte| *byte == b'\n')
-                .map(|offset| self.searched_up_to + offset);
-            match newline {
-                Some(newline) => {
-                    let mut line = buf.split_to(newline + 1);
-                    line.truncate(newline);
-                    self.searched_up_to = 0;
-                    match finish_line(line) {
-                        Some(line) => return Ok(Some(line)),
-                        None => continue,
-                    }
-                }
-                None if buf.len() > self.max_line_bytes => {
-                    self.refuse(buf);
-                    return Err(CodecError::TooLarge {
-                        limit: self.max_line_bytes,
-                    });
-                }
-                None => {
-                    self.searched_up_to = buf.len();
-                    return Ok(None);
-                }
+            let split = self.lines.decode(buf);
+            if let Step::Yield(line) = self.finish(split, buf)? {
+                return Ok(line);
             }
         }
     }
 
     fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
-        if let Some(line) = self.decode(buf)? {
-            return Ok(Some(line));
+        loop {
+            if self.refusing {
+                buf.clear();
+                return Ok(None);
+            }
+            // The splitter yields the peer's last, unterminated line too.
+            let split = self.lines.decode_eof(buf);
+            if let Step::Yield(line) = self.finish(split, buf)? {
+                return Ok(line);
+            }
         }
-        // `decode` left at most the limit's worth of bytes without a `\n`:
-        // the peer's last line, which it did not terminate.
-        self.searched_up_to = 0;
-        Ok(finish_line(buf.split()))
     }
 }
 

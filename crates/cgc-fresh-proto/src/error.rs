@@ -25,7 +25,9 @@ pub enum ErrorCode {
     Forbidden,
     /// The service failed while handling a valid request.
     Internal,
-    /// The service cannot answer right now (e.g. shutting down).
+    /// The service cannot answer right now (e.g. shutting down), or it is
+    /// disconnecting a client that stayed over its outgoing bound without
+    /// reading (the last frame on that connection).
     Unavailable,
     /// The frame names a session that is not live: never started on this
     /// service, or already ended. The frame was still taken into account

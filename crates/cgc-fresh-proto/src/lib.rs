@@ -78,7 +78,7 @@
 //! | `too_large` | the line exceeds the limit; the service closes the connection |
 //! | `forbidden` | the request is not allowed |
 //! | `internal` | the service failed while handling a valid request |
-//! | `unavailable` | the service cannot answer now (e.g. shutting down), or cannot take another live session |
+//! | `unavailable` | the service cannot answer now (e.g. shutting down, a session past the live bound), or it is disconnecting a client that does not read (see Limits); then it is the last frame on the connection |
 //! | `unknown_session` | an event names a session that is not live (never started here, or ended); it was still taken into account |
 //!
 //! # Limits
@@ -87,6 +87,14 @@
 //! `\n`, unless configured otherwise ([`FrameCodec::with_max_line_bytes`]).
 //! The reader never buffers more than the limit plus one byte of an
 //! unfinished line.
+//!
+//! The service bounds what it queues for one connection (1 MiB by
+//! default). A client over the bound is not read until it reads (its
+//! `send` blocks); pushed `state` frames are coalesced to the latest. A
+//! subscriber that stays over the bound for 5 s is sent
+//! `error{code:"unavailable"}` saying why, after any notices already queued
+//! for it, and is disconnected; unsent replies and states are dropped. It
+//! may reconnect and `subscribe` again, which pushes the current `state`.
 //!
 //! # Use
 //!

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use bytes::{Bytes, BytesMut};
 use cgc_fresh_proto::{
-    decode_client_frame, ClientFrame, CodecError, Envelope, FrameCodec, RequestId, ServerFrame,
-    DEFAULT_MAX_LINE_BYTES,
+    decode_client_frame, ClientFrame, CodecError, Envelope, ErrorCode, FrameCodec, RequestId,
+    ServerFrame, DEFAULT_MAX_LINE_BYTES,
 };
 use futures_util::{SinkExt, StreamExt};
 use proptest::collection::vec;
@@ -145,6 +145,18 @@ fn empty_lines_are_skipped() {
         decode_all(64, b"\n\n\r\na\n\n\r\nb\n\n").unwrap(),
         lines(&["a", "b"])
     );
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_yielded_and_the_next_one_follows() {
+    // Not a decoder error (that would end a `FramedRead`): the frame decoder
+    // answers it with `bad_json` and the connection goes on.
+    let decoded = decode_all(64, b"{\"type\":\"\xff\"}\n{\"type\":\"status\"}\n").unwrap();
+    assert_eq!(decoded.len(), 2);
+    assert_eq!(&decoded[0][..], b"{\"type\":\"\xff\"}");
+    let error = decode_client_frame(&decoded[0]).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::BadJson, "{error:?}");
+    assert!(decode_client_frame(&decoded[1]).is_ok());
 }
 
 #[test]

@@ -34,7 +34,7 @@ pub fn run(tools: &Tools, seconds: u64, watcher: bool) -> Result<()> {
     let log = sandbox.root().join("serve.log");
     let mut service = Service::start(&tools.service_bin, &sandbox, &env, Log::File(log))?;
     let pid = service.pid();
-    let rss_at_accept = procfs::status_kib(pid, "VmRSS")?;
+    let rss_at_accept = procfs::rss_kib(pid)?;
     let mut harness = Conn::harness(&service.socket, "s1")?;
     if watcher {
         // Count only once the watcher is verified (the fake prints the
@@ -45,13 +45,13 @@ pub fn run(tools: &Tools, seconds: u64, watcher: bool) -> Result<()> {
     }
     // Let the connection's own work finish before counting.
     thread::sleep(Duration::from_secs(1));
-    let rss_before = procfs::status_kib(pid, "VmRSS")?;
+    let rss_before = procfs::rss_kib(pid)?;
     let before = procfs::context_switches(pid)?;
     eprintln!("cgc-fresh-bench: idle: watching pid {pid} for {seconds} s");
     thread::sleep(Duration::from_secs(seconds));
     let after = procfs::context_switches(pid)?;
-    let rss_after = procfs::status_kib(pid, "VmRSS")?;
-    let hwm = procfs::status_kib(pid, "VmHWM")?;
+    let rss_after = procfs::rss_kib(pid)?;
+    let hwm = procfs::peak_rss_kib(pid)?;
     if service.has_exited()? {
         bail!("the service exited during the idle period");
     }

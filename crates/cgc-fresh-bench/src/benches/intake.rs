@@ -166,7 +166,7 @@ fn measure_flood(tools: &Tools, frames: u64) -> Result<Flood> {
     conn.set_read_timeout(Duration::from_secs(600))?;
     // Let start-up work finish before the baseline.
     thread::sleep(Duration::from_millis(200));
-    let rss_before_kib = procfs::status_kib(pid, "VmRSS")?;
+    let rss_before_kib = procfs::rss_kib(pid)?;
 
     let stop_sampling = Arc::new(AtomicBool::new(false));
     let sampler = {
@@ -174,7 +174,7 @@ fn measure_flood(tools: &Tools, frames: u64) -> Result<Flood> {
         thread::spawn(move || {
             let (mut max, mut samples) = (0u64, 0usize);
             while !stop.load(Ordering::Relaxed) {
-                if let Ok(rss) = procfs::status_kib(pid, "VmRSS") {
+                if let Ok(rss) = procfs::rss_kib(pid) {
                     max = max.max(rss);
                     samples += 1;
                 }
@@ -224,8 +224,8 @@ fn measure_flood(tools: &Tools, frames: u64) -> Result<Flood> {
         .join()
         .map_err(|_| anyhow!("the reader thread panicked"))??;
     let consumed_after = drained.done_at.duration_since(started);
-    let hwm_kib = procfs::status_kib(pid, "VmHWM")?;
-    let rss_after_kib = procfs::status_kib(pid, "VmRSS")?;
+    let hwm_kib = procfs::peak_rss_kib(pid)?;
+    let rss_after_kib = procfs::rss_kib(pid)?;
     stop_sampling.store(true, Ordering::Relaxed);
     let (rss_max_sampled_kib, rss_samples) = sampler
         .join()

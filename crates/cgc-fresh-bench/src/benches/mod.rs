@@ -2,10 +2,12 @@
 //! scratch in its own sandbox and prints its own section of the report.
 
 pub mod busy;
+pub mod connections;
 pub mod dedup;
 pub mod idle;
 pub mod intake;
 pub mod shutdown;
+pub mod slow_reader;
 pub mod startup;
 pub mod strategies;
 

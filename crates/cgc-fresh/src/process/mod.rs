@@ -11,6 +11,7 @@
 //! - [`stop`]: SIGINT → SIGTERM → SIGKILL escalation per process group, plus
 //!   killing escaped descendants found by owner token.
 //! - [`proc_info`]: `/proc` readers and the database lock probe.
+//! - [`signal`]: the one signal type, named by `signal-hook`.
 //!
 //! Invariants the caller must keep:
 //! - spawn only from the main (arbiter) thread (`PR_SET_PDEATHSIG` follows
@@ -26,6 +27,7 @@ pub mod cgc_markers;
 pub mod executable;
 pub mod proc_info;
 pub mod reap;
+pub mod signal;
 pub mod spawn;
 pub mod stop;
 

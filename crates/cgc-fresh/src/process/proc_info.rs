@@ -1,112 +1,39 @@
-//! Reading facts about other processes from `/proc`.
+//! Facts about other processes: `/proc` reads and the database lock probe.
+//!
+//! The `/proc` reads (stat, command line, environment, the process listing)
+//! are `cgc-fresh-procinfo`'s, which reads them through the `procfs` crate
+//! and is shared with the benchmarks; this module keeps the service's
+//! questions (whose owner token is this, which processes carry ours) and the
+//! `fcntl(F_GETLK)` probe, which is a system call, not a `/proc` read.
 //!
 //! Everything here is a snapshot: a process can exit (and its pid be reused)
 //! between two reads, so callers treat every answer as "true a moment ago".
 //! Errors for processes that vanished or belong to another user are normal
 //! and are reported as `io::Error`s (or skipped while scanning), never panics.
 
-use std::ffi::OsStr;
 use std::fs;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+pub use cgc_fresh_procinfo::ProcStat;
+// The stat-line parser for text already in hand; the service itself reads
+// stat through `procfs` (`read_proc_stat`). Kept here for its callers.
+#[allow(unused_imports)]
+pub use cgc_fresh_procinfo::{parse_proc_stat, StatParseError};
 
 /// The environment variable every child (and all its descendants) carries so
 /// leftovers can be found again by scanning `/proc/*/environ`.
 pub const OWNER_TOKEN_VAR: &str = "CGC_FRESH_OWNER";
 
-/// The fields of `/proc/<pid>/stat` this service needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcStat {
-    pub pid: i32,
-    /// The executable name as the kernel reports it (at most 15 bytes; may
-    /// contain spaces and parentheses).
-    pub comm: String,
-    /// Single-letter state: `R`, `S`, `D`, `Z` (zombie), `T`, `X`, ...
-    pub state: char,
-    pub ppid: i32,
-    pub pgrp: i32,
-    pub session: i32,
-    /// Field 22: start time after boot, in clock ticks. Together with the pid
-    /// it identifies one process across pid reuse.
-    pub start_time: u64,
-}
-
-impl ProcStat {
-    /// True for a process that has exited but was not reaped yet.
-    pub fn is_zombie(&self) -> bool {
-        self.state == 'Z'
-    }
-}
-
-/// Why a `/proc/<pid>/stat` text could not be understood.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum StatParseError {
-    #[error("no `(comm)` section in /proc stat line")]
-    MissingComm,
-    #[error("/proc stat line ends before field {0}")]
-    MissingField(usize),
-    #[error("/proc stat field {field} is not a number: {value:?}")]
-    BadNumber { field: usize, value: String },
-}
-
-/// Parses one `/proc/<pid>/stat` line.
-///
-/// The comm field (2) is wrapped in parentheses but may itself contain spaces
-/// and `)`; the kernel never escapes it, so the only safe anchor is the
-/// **last** `)` in the line.
-pub fn parse_proc_stat(text: &str) -> Result<ProcStat, StatParseError> {
-    let open = text.find('(').ok_or(StatParseError::MissingComm)?;
-    let close = text.rfind(')').ok_or(StatParseError::MissingComm)?;
-    if close < open {
-        return Err(StatParseError::MissingComm);
-    }
-    let pid = parse_number(text[..open].trim(), 1)?;
-    let comm = text[open + 1..close].to_string();
-    // Fields after comm, numbered from 3 (state).
-    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
-    let field = |number: usize| -> Result<&str, StatParseError> {
-        rest.get(number - 3)
-            .copied()
-            .ok_or(StatParseError::MissingField(number))
-    };
-    let state = field(3)?
-        .chars()
-        .next()
-        .ok_or(StatParseError::MissingField(3))?;
-    Ok(ProcStat {
-        pid,
-        comm,
-        state,
-        ppid: parse_number(field(4)?, 4)?,
-        pgrp: parse_number(field(5)?, 5)?,
-        session: parse_number(field(6)?, 6)?,
-        start_time: parse_number(field(22)?, 22)?,
-    })
-}
-
-fn parse_number<T: std::str::FromStr>(value: &str, field: usize) -> Result<T, StatParseError> {
-    value.parse().map_err(|_| StatParseError::BadNumber {
-        field,
-        value: value.to_string(),
-    })
-}
-
 /// Reads and parses `/proc/<pid>/stat`.
 pub fn read_proc_stat(pid: i32) -> io::Result<ProcStat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    parse_proc_stat(&text).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
+    cgc_fresh_procinfo::read_proc_stat(pid)
 }
 
-/// The argument vector of a process (`/proc/<pid>/cmdline`), lossily decoded.
-/// Empty for zombies and kernel threads.
+/// The argument vector of a process (`/proc/<pid>/cmdline`). Empty for
+/// zombies and kernel threads; an error when it is not UTF-8.
 pub fn read_cmdline(pid: i32) -> io::Result<Vec<String>> {
-    let bytes = fs::read(format!("/proc/{pid}/cmdline"))?;
-    Ok(bytes
-        .split(|&byte| byte == 0)
-        .filter(|argument| !argument.is_empty())
-        .map(|argument| String::from_utf8_lossy(argument).into_owned())
-        .collect())
+    cgc_fresh_procinfo::read_cmdline(pid)
 }
 
 /// A one-line human description of a process for messages such as
@@ -131,15 +58,7 @@ pub fn describe_process(pid: i32) -> String {
 ///
 /// Reading another user's process fails with `PermissionDenied`.
 pub fn environ_value(pid: i32, key: &str) -> io::Result<Option<String>> {
-    let bytes = fs::read(format!("/proc/{pid}/environ"))?;
-    Ok(find_environ_value(&bytes, key).map(|value| String::from_utf8_lossy(value).into_owned()))
-}
-
-fn find_environ_value<'a>(environ: &'a [u8], key: &str) -> Option<&'a [u8]> {
-    environ.split(|&byte| byte == 0).find_map(|entry| {
-        let rest = entry.strip_prefix(key.as_bytes())?;
-        rest.strip_prefix(b"=")
-    })
+    cgc_fresh_procinfo::environ_value(pid, key)
 }
 
 /// The owner token a process carries, if any (and if we may read it).
@@ -153,37 +72,13 @@ pub fn owner_token_of(pid: i32) -> Option<String> {
 /// Pass `"<service-token>."` to find the descendants of every child of one
 /// service instance (the trailing dot keeps `svc1` from matching `svc10`).
 pub fn processes_with_owner_prefix(prefix: &str) -> Vec<i32> {
-    scan_processes(|token| token.starts_with(prefix))
+    cgc_fresh_procinfo::live_processes_with_env(OWNER_TOKEN_VAR, |token| token.starts_with(prefix))
 }
 
 /// Every live process (other than this one) whose owner token is exactly
 /// `token`: one child and whatever it started, even in another session.
 pub fn processes_with_owner_token(token: &str) -> Vec<i32> {
-    scan_processes(|candidate| candidate == token)
-}
-
-fn scan_processes(matches: impl Fn(&str) -> bool) -> Vec<i32> {
-    let own_pid = std::process::id() as i32;
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut pids: Vec<i32> = entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| pid_from_dir_name(&entry.file_name()))
-        .filter(|&pid| pid != own_pid)
-        .filter(|&pid| owner_token_of(pid).is_some_and(|token| matches(&token)))
-        .filter(|&pid| read_proc_stat(pid).is_ok_and(|stat| !stat.is_zombie()))
-        .collect();
-    pids.sort_unstable();
-    pids
-}
-
-fn pid_from_dir_name(name: &OsStr) -> Option<i32> {
-    let bytes = name.as_bytes();
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(bytes).ok()?.parse().ok()
+    cgc_fresh_procinfo::live_processes_with_env(OWNER_TOKEN_VAR, |candidate| candidate == token)
 }
 
 /// A process holding a POSIX (fcntl) lock that conflicts with a write lock.

@@ -16,8 +16,9 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use futures_util::Stream;
-use tokio::signal::unix::{signal, Signal, SignalKind};
+use futures_util::{Stream, StreamExt};
+use signal_hook::consts::signal::SIGCHLD;
+use signal_hook_tokio::Signals;
 use tokio::sync::watch;
 
 /// A process this service reaped, and how it ended.
@@ -66,27 +67,27 @@ pub fn reap_ready() -> Vec<ReapedProcess> {
 ///
 /// Create it (inside the runtime) **before** spawning the first child; a
 /// SIGCHLD that arrives earlier is still covered because every wake-up reaps
-/// until nothing is left. There is deliberately no periodic reap: tokio
-/// never loses a signal that arrives after the listener exists (several
-/// coalesce into one wake-up, and each wake-up drains every exit), and an
-/// idle service must not wake up on a timer.
-#[derive(Debug)]
+/// until nothing is left. There is deliberately no periodic reap:
+/// `signal-hook` never loses a signal that arrives after the handler is
+/// installed (several coalesce into one wake-up, and each wake-up drains
+/// every exit), and an idle service must not wake up on a timer.
 pub struct Reaper {
-    sigchld: Signal,
+    sigchld: Signals,
     pending: VecDeque<ReapedProcess>,
 }
 
 impl Reaper {
-    /// Installs the SIGCHLD listener. Needs a tokio runtime with IO enabled.
+    /// Installs the SIGCHLD handler (synchronously, before this returns).
+    /// Needs a tokio runtime with IO enabled.
     pub fn new() -> io::Result<Self> {
         Ok(Reaper {
-            sigchld: signal(SignalKind::child())?,
+            sigchld: Signals::new([SIGCHLD])?,
             pending: VecDeque::new(),
         })
     }
 
-    /// The next reaped process. `None` only when the runtime's signal driver
-    /// has shut down.
+    /// The next reaped process. `None` only when the signal stream was
+    /// closed.
     pub async fn next(&mut self) -> Option<ReapedProcess> {
         loop {
             if let Some(reaped) = self.pending.pop_front() {
@@ -96,7 +97,7 @@ impl Reaper {
             if !self.pending.is_empty() {
                 continue;
             }
-            self.sigchld.recv().await?;
+            self.sigchld.next().await?;
         }
     }
 

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::proc_info::{describe_process, processes_with_owner_token};
 use super::reap::ExitReceiver;
+use super::signal::Signal;
 
 /// How long to wait after each signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,20 +39,20 @@ pub enum StopSignal {
 }
 
 impl StopSignal {
-    pub fn number(self) -> libc::c_int {
+    pub fn signal(self) -> Signal {
         match self {
-            StopSignal::Interrupt => libc::SIGINT,
-            StopSignal::Terminate => libc::SIGTERM,
-            StopSignal::Kill => libc::SIGKILL,
+            StopSignal::Interrupt => Signal::INT,
+            StopSignal::Terminate => Signal::TERM,
+            StopSignal::Kill => Signal::KILL,
         }
     }
 
+    pub fn number(self) -> libc::c_int {
+        self.signal().number()
+    }
+
     pub fn name(self) -> &'static str {
-        match self {
-            StopSignal::Interrupt => "SIGINT",
-            StopSignal::Terminate => "SIGTERM",
-            StopSignal::Kill => "SIGKILL",
-        }
+        self.signal().name()
     }
 }
 
@@ -215,11 +216,11 @@ fn signal_group(pgid: i32, step: StopSignal, reason: &str) {
 /// while members remain; if none remain this is a harmless ESRCH.
 fn sweep_group(pgid: i32, reason: &str) {
     // SAFETY: plain system call on a checked pgid.
-    if unsafe { libc::killpg(pgid, libc::SIGKILL) } == 0 {
+    if unsafe { libc::killpg(pgid, Signal::KILL.number()) } == 0 {
         tracing::warn!(
             event = "signal_sent",
             pgid,
-            signal = "SIGKILL",
+            signal = Signal::KILL.name(),
             reason,
             "killed process group members left after the leader exited"
         );
@@ -241,11 +242,11 @@ fn kill_owner_stragglers(owner_token: &str, reason: &str) -> Vec<i32> {
         let description = describe_process(pid);
         // SAFETY: plain system call. The pid was matched by token a moment
         // ago; reuse within that window would need the pid space to wrap.
-        if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+        if unsafe { libc::kill(pid, Signal::KILL.number()) } == 0 {
             tracing::warn!(
                 event = "signal_sent",
                 pid,
-                signal = "SIGKILL",
+                signal = Signal::KILL.name(),
                 reason,
                 owner_token,
                 process = %description,

@@ -1,16 +1,116 @@
 //! Typed messages between the service's actors. No stringly-typed dispatch:
 //! each thing an actor can be asked is one struct here.
 
+use std::sync::Arc;
+
 use actix::prelude::*;
-use cgc_fresh_proto::{ClientFrame, Envelope, RequestId, ServerFrame};
+use bytes::Bytes;
+use cgc_fresh_proto::{encode_server_frame, ClientFrame, Envelope, RequestId, ServerFrame};
+
+use super::outbox::{admit_notice, Admission, FrameKind, Outbox};
 
 /// Identifies one client connection for the life of the service.
 pub type ConnId = u64;
 
-/// A frame for one connection to write (a reply or a pushed frame).
+/// What a connection is told by the workspace.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
-pub struct Push(pub Envelope<ServerFrame>);
+pub enum Push {
+    /// An encoded frame to write (its bytes are already counted in the
+    /// connection's [`Outbox`]).
+    Frame(FrameKind, Bytes),
+    /// A notice could not be queued without passing the hard cap:
+    /// disconnect now, saying why.
+    Disconnect,
+}
+
+/// Where frames for one connection go: its mailbox, and the shared count
+/// of what is queued for it (see `outbox.rs`). Every sender goes through
+/// this, so nothing reaches a connection uncounted.
+#[derive(Clone)]
+pub struct Outlet {
+    pub conn: ConnId,
+    to: Recipient<Push>,
+    outbox: Arc<Outbox>,
+}
+
+/// Whether a pushed frame was queued to a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    Queued,
+    /// Not queued (the connection is gone or being disconnected).
+    NotQueued,
+}
+
+impl Outlet {
+    pub fn new(conn: ConnId, to: Recipient<Push>, outbox: Arc<Outbox>) -> Outlet {
+        Outlet { conn, to, outbox }
+    }
+
+    /// Whether the connection is alive and not being disconnected.
+    pub fn is_open(&self) -> bool {
+        self.to.connected() && !self.outbox.is_closing()
+    }
+
+    /// Sends a reply (never dropped, never coalesced).
+    pub fn reply(&self, frame: &Envelope<ServerFrame>) {
+        self.send(FrameKind::Reply, Bytes::from(encode_server_frame(frame)));
+    }
+
+    /// Offers a pushed frame (`State` or `Notice`, already encoded, shared
+    /// between subscribers). A state is always queued (the connection keeps
+    /// only the latest); a notice only under the hard cap, else the
+    /// connection is told to disconnect and the notice is not queued.
+    pub fn offer(&self, kind: FrameKind, bytes: &Bytes) -> Offer {
+        if !self.is_open() {
+            return Offer::NotQueued;
+        }
+        if kind == FrameKind::Notice {
+            let limits = self.outbox.limits();
+            match admit_notice(self.outbox.queued(), bytes.len(), false, limits) {
+                Admission::Queue => {}
+                Admission::Closing => return Offer::NotQueued,
+                Admission::OverCap => {
+                    if self.outbox.close() {
+                        tracing::warn!(
+                            event = "notice_not_queued",
+                            conn = self.conn,
+                            queued_bytes = self.outbox.queued(),
+                            hard_cap = limits.hard_cap(),
+                        );
+                        self.to.do_send(Push::Disconnect);
+                    }
+                    return Offer::NotQueued;
+                }
+            }
+        }
+        self.send(kind, bytes.clone());
+        Offer::Queued
+    }
+
+    fn send(&self, kind: FrameKind, bytes: Bytes) {
+        self.outbox.add(bytes.len());
+        self.to.do_send(Push::Frame(kind, bytes));
+    }
+}
+
+/// A request in the workspace's mailbox, counted against its connection's
+/// in-flight limit until this token is dropped (handled, or dropped with an
+/// undeliverable message).
+pub struct InFlight(Arc<Outbox>);
+
+impl InFlight {
+    pub fn new(outbox: Arc<Outbox>) -> InFlight {
+        outbox.request_sent();
+        InFlight(outbox)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.request_done();
+    }
+}
 
 /// Who a connection's peer is, from `SO_PEERCRED`.
 #[derive(Debug, Clone, Copy)]
@@ -29,8 +129,16 @@ pub struct FromClient {
     pub peer: Peer,
     pub id: Option<RequestId>,
     pub frame: ClientFrame,
-    pub reply_to: Recipient<Push>,
+    pub reply_to: Outlet,
+    /// Released when the request has been handled.
+    pub in_flight: InFlight,
 }
+
+/// Answered once the workspace has handled every message sent before it: a
+/// closing connection then knows every reply it is owed is on its way.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Drain;
 
 /// A connection was accepted (for the idle-exit count).
 #[derive(Message, Debug)]
@@ -63,8 +171,8 @@ pub struct Shutdown {
 /// Why the service is stopping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShutdownReason {
-    Signal(i32),
-    SecondSignal(i32),
+    Signal(crate::process::signal::Signal),
+    SecondSignal(crate::process::signal::Signal),
     IdleExit,
     /// Another service holds this workspace's instance lock now.
     InstanceLost,

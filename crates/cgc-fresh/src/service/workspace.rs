@@ -27,7 +27,7 @@ use cgc_fresh_proto::{
 use super::backend_detector::{BackendDetector, DetectorSettings, ForgetBackend};
 use super::hub::NoticeHub;
 use super::messages::{
-    ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, FromClient, Push, Shutdown,
+    ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, Outlet, Shutdown,
     ShutdownReason,
 };
 use super::store::{FreshnessStore, Restored};
@@ -362,13 +362,16 @@ impl WorkspaceActor {
     }
 }
 
-fn reply(to: &Recipient<Push>, id: Option<RequestId>, frame: ServerFrame) {
-    to.do_send(Push(Envelope::with_id(id, frame)));
+/// Replies go through the connection's outlet, which counts their bytes
+/// against its bound (`outbox.rs`); the connection stops reading requests
+/// while it is over, so replies cannot pile up.
+fn reply(to: &Outlet, id: Option<RequestId>, frame: ServerFrame) {
+    to.reply(&Envelope::with_id(id, frame));
 }
 
 /// Events answer only when the client asked (gave an `id`), so a harness can
 /// pipeline them without reading acknowledgements.
-fn ack_if_asked(to: &Recipient<Push>, id: Option<RequestId>) {
+fn ack_if_asked(to: &Outlet, id: Option<RequestId>) {
     if id.is_some() {
         reply(to, id, ServerFrame::Ack);
     }
@@ -415,6 +418,9 @@ impl Handler<FromClient> for WorkspaceActor {
             id,
             frame,
             reply_to,
+            // Counted against the connection's in-flight limit until the
+            // end of this handler (after its reply is counted).
+            in_flight: _in_flight,
         } = msg;
         match frame {
             ClientFrame::Hello(hello) => {
@@ -435,12 +441,21 @@ impl Handler<FromClient> for WorkspaceActor {
                 if self.panic_on_status {
                     panic!("fault injection: CGC_FRESH_FAULT_PANIC_ON_STATUS");
                 }
+                // Fault injection (debug builds only): wedge the event loop,
+                // for the last-resort stop (`last_resort.rs`) to be tested.
+                if cfg!(debug_assertions)
+                    && std::env::var_os("CGC_FRESH_FAULT_WEDGE_ON_STATUS").is_some()
+                {
+                    loop {
+                        std::thread::sleep(std::time::Duration::from_secs(3600));
+                    }
+                }
                 self.check_cgc_executable();
                 reply(&reply_to, id, ServerFrame::State(self.state_frame()))
             }
             ClientFrame::Config => reply(&reply_to, id, ServerFrame::Config(self.config_frame())),
             ClientFrame::Subscribe => {
-                self.hub.subscribe(conn, reply_to.clone());
+                self.hub.subscribe(reply_to.clone());
                 ack_if_asked(&reply_to, id);
                 // A new subscriber sees where things stand right away.
                 reply(&reply_to, None, ServerFrame::State(self.state_frame()));
@@ -533,7 +548,7 @@ impl WorkspaceActor {
     /// what became of the event (`consequence`) instead of a bare `ack`.
     fn ack_session_event(
         &self,
-        reply_to: &Recipient<Push>,
+        reply_to: &Outlet,
         id: Option<RequestId>,
         session: &str,
         consequence: &str,
@@ -592,6 +607,11 @@ impl WorkspaceActor {
             ));
         }));
     }
+}
+
+impl Handler<Drain> for WorkspaceActor {
+    type Result = ();
+    fn handle(&mut self, _: Drain, _: &mut Self::Context) {}
 }
 
 impl Handler<ConnectionOpened> for WorkspaceActor {
