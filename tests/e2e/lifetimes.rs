@@ -232,3 +232,133 @@ fn log_time_ms(event: &Value) -> i64 {
     let seconds: f64 = parts.next().and_then(|s| s.parse().ok()).expect("seconds");
     (hours * 3_600 + minutes * 60) * 1_000 + (seconds * 1_000.0) as i64
 }
+
+/// A one-frame connection, as a hook process makes: hello, the frame, the
+/// reply, close.
+fn one_shot(service: &Service, frame: Value) -> Value {
+    let mut conn = service.connect();
+    conn.request(
+        json!({"type": "hello", "client": "hook", "instance": "cc-hooks", "protocol": 1}),
+        1,
+    );
+    conn.request(frame, 2)
+}
+
+#[test]
+fn a_session_owned_by_a_process_outlives_its_connections_and_ends_with_the_process() {
+    // A batching window long enough to take the staleness notice before the
+    // sync (a notice left untaken when its episode ends is dropped).
+    let (_sandbox, fake, service) =
+        indexed_with_fake(json!({}), &fast_env(&[("CGC_FRESHNESS_BATCH_MS", "2000")]));
+    let mut owner = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let owner_pid = owner.id();
+    let mut watcher = service.connect();
+    watcher.hello();
+    watcher.subscribe();
+    // Every frame comes over its own short connection, like hooks.
+    let ack = one_shot(
+        &service,
+        json!({"type": "session_start", "session": "cc-1", "reason": "startup", "owner_pid": owner_pid}),
+    );
+    assert_eq!(ack["type"], "ack", "{ack}");
+    let ack = one_shot(
+        &service,
+        json!({"type": "tool_call", "session": "cc-1", "tool": "edit", "paths": ["a.py"]}),
+    );
+    assert_eq!(
+        ack["type"], "ack",
+        "the session outlived its connection: {ack}"
+    );
+    one_shot(
+        &service,
+        json!({"type": "tool_result", "session": "cc-1", "tool": "edit", "ok": true}),
+    );
+    // The notices no connection of the session received are taken once.
+    let conditions = |taken: &Value| -> Vec<String> {
+        taken["notices"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{taken}"))
+            .iter()
+            .map(|n| n["condition"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let taken = one_shot(&service, json!({"type": "take_notices", "session": "cc-1"}));
+    assert_eq!(taken["type"], "notices", "{taken}");
+    assert_eq!(conditions(&taken), ["possibly_stale"]);
+    assert_eq!(taken["notices"][0]["audience"], "user");
+    let again = one_shot(&service, json!({"type": "take_notices", "session": "cc-1"}));
+    assert_eq!(conditions(&again), Vec::<String>::new());
+    watcher.wait_status("fresh");
+    assert!(service.log_events("session_detached").is_empty());
+    let done = one_shot(&service, json!({"type": "take_notices", "session": "cc-1"}));
+    assert_eq!(conditions(&done), ["sync_completed"]);
+    // The owner goes (as a SIGKILLed Claude Code would): the session ends.
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    wait_until(
+        "the session to end with its owner",
+        Duration::from_secs(10),
+        || {
+            !service.log_events("owner_exited").is_empty()
+                && !service.log_events("session_closed").is_empty()
+        },
+    );
+    let late = one_shot(
+        &service,
+        json!({"type": "tool_result", "session": "cc-1", "tool": "edit", "ok": true}),
+    );
+    assert_eq!(late["code"], "unknown_session", "{late}");
+    assert_eq!(sync_starts(&fake), 1);
+}
+
+#[test]
+fn an_owner_pid_that_is_not_a_process_is_refused_naming_the_field() {
+    let (_sandbox, _fake, service) = indexed_with_fake(json!({}), &fast_env(&[]));
+    let refused = one_shot(
+        &service,
+        json!({"type": "session_start", "session": "x", "reason": "startup", "owner_pid": 4_000_000_000u32}),
+    );
+    assert_eq!(refused["code"], "bad_request", "{refused}");
+    assert_eq!(refused["field"], "owner_pid", "{refused}");
+    let unknown = one_shot(&service, json!({"type": "take_notices", "session": "x"}));
+    assert_eq!(unknown["code"], "unknown_session", "{unknown}");
+}
+
+#[test]
+fn an_owned_sessions_children_stop_when_its_owner_is_killed() {
+    let (sandbox, fake, service) = indexed_with_fake(
+        json!({"watch": {"steps": [{"hang": true}]}}),
+        &fast_env(&[]),
+    );
+    let mut owner = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    one_shot(
+        &service,
+        json!({"type": "session_start", "session": "cc-2", "reason": "startup", "owner_pid": owner.id()}),
+    );
+    one_shot(
+        &service,
+        json!({"type": "tool_call", "session": "cc-2", "tool": "write", "paths": ["b.py"]}),
+    );
+    one_shot(
+        &service,
+        json!({"type": "tool_result", "session": "cc-2", "tool": "write", "ok": true}),
+    );
+    wait_until("the sync to run", Duration::from_secs(10), || {
+        sync_starts(&fake) == 1
+    });
+    let pid = fake.invocations()[0]["pid"].as_i64().unwrap() as i32;
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    wait_until(
+        "the session's sync to be stopped",
+        Duration::from_secs(10),
+        || !is_alive(pid),
+    );
+    drop(sandbox);
+}

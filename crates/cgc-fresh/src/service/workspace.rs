@@ -20,8 +20,8 @@ use cgc_fresh_core::freshness::{
 };
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
-    Audience, ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, Notice, RequestId,
-    ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
+    Audience, ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, Notice, NoticesFrame,
+    RequestId, ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
 };
 
 use super::backend_detector::{BackendDetector, DetectorSettings, ForgetBackend};
@@ -30,6 +30,7 @@ use super::messages::{
     ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, Outlet, Shutdown,
     ShutdownReason,
 };
+use super::owner_watch::{self, OwnerGone};
 use super::store::{FreshnessStore, Restored};
 use super::sync_runner::{
     CancelRun, ForgetSession, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
@@ -71,6 +72,10 @@ pub struct WorkspaceActor {
     /// Why the configured `cgc` cannot be run, while that is so: shown in
     /// every state frame so a person learns it before the first edit.
     cgc_missing: Option<String>,
+    /// One watch per process that owns a live lifetime (`owner_pid`).
+    owner_watches: HashMap<u32, tokio::task::JoinHandle<()>>,
+    /// Owners of lifetimes opened by the last input, watched after it.
+    owners_to_watch: Vec<u32>,
     idle_timer: Option<SpawnHandle>,
     lifecycle: Recipient<Shutdown>,
 }
@@ -144,6 +149,8 @@ impl WorkspaceActor {
             last_transition: None,
             clients: 0,
             cgc_missing: None,
+            owner_watches: HashMap::new(),
+            owners_to_watch: Vec::new(),
             idle_timer: None,
             lifecycle,
         }
@@ -159,6 +166,36 @@ impl WorkspaceActor {
         }
         frame.warnings.extend(self.cgc_missing.iter().cloned());
         frame
+    }
+
+    /// Watches `pid`, the owner of a live lifetime, unless it is watched.
+    fn watch_owner(&mut self, pid: u32, ctx: &mut Context<Self>) {
+        if self.owner_watches.contains_key(&pid) {
+            return;
+        }
+        match owner_watch::watch(pid, ctx.address().recipient()) {
+            Ok(task) => {
+                tracing::info!(event = "owner_watched", owner_pid = pid);
+                self.owner_watches.insert(pid, task);
+            }
+            // Gone between the check and the watch: it ended already.
+            Err(error) => {
+                tracing::info!(event = "owner_gone", owner_pid = pid, error = %error);
+                ctx.address().do_send(OwnerGone { pid });
+            }
+        }
+    }
+
+    /// Drops the watches of processes that own no live lifetime any more.
+    fn unwatch_unowned(&mut self) {
+        let machine = &self.machine;
+        self.owner_watches.retain(|pid, task| {
+            let keep = machine.owns_any(*pid);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
     }
 
     /// Looks for the configured `cgc` the way a spawn will; logs when that
@@ -194,6 +231,9 @@ impl WorkspaceActor {
             for effect in effects {
                 self.carry_out(effect, &mut queue);
             }
+        }
+        for pid in std::mem::take(&mut self.owners_to_watch) {
+            self.watch_owner(pid, ctx);
         }
         self.schedule_state_flush(ctx);
         self.rearm_wake(ctx);
@@ -260,6 +300,9 @@ impl WorkspaceActor {
                     "session_opened"
                 };
                 tracing::info!(event, session = %session);
+                if let Some(pid) = self.machine.owner(&session) {
+                    self.owners_to_watch.push(pid);
+                }
                 if self.machine.watcher_attempt_allowed(&session) {
                     if let Some(watcher) = &self.watcher {
                         watcher.do_send(SessionBegan { session });
@@ -273,6 +316,7 @@ impl WorkspaceActor {
                     "session_closed"
                 };
                 tracing::info!(event, session = %session);
+                self.unwatch_unowned();
                 // The same cleanup on every path: children, consent,
                 // watcher and backend answers of this lifetime.
                 self.supervisor.do_send(StopSession {
@@ -490,6 +534,23 @@ impl Handler<FromClient> for WorkspaceActor {
                     );
                     return;
                 }
+                if let Some(pid) = start.owner_pid {
+                    if !owner_watch::exists(pid) {
+                        tracing::warn!(event = "owner_refused", conn, session = %start.session, owner_pid = pid);
+                        reply(
+                            &reply_to,
+                            id,
+                            ServerFrame::Error(ErrorFrame {
+                                field: Some("owner_pid".into()),
+                                ..ErrorFrame::new(
+                                    ErrorCode::BadRequest,
+                                    format!("owner_pid {pid} is not a running process"),
+                                )
+                            }),
+                        );
+                        return;
+                    }
+                }
                 ack_if_asked(&reply_to, id);
                 tracing::info!(event = "session_start", conn, session = %start.session, instance = %instance, reason = ?start.reason);
                 // A watcher attempt follows from the machine's
@@ -500,7 +561,7 @@ impl Handler<FromClient> for WorkspaceActor {
                         instance,
                         reason: start.reason,
                         connection: Some(conn),
-                        owner: None,
+                        owner: start.owner_pid,
                     },
                     ctx,
                 );
@@ -538,6 +599,37 @@ impl Handler<FromClient> for WorkspaceActor {
                 tracing::info!(event = "session_shutdown", conn, session = %shutdown.session, reason = shutdown.reason.as_deref());
                 self.end_session(shutdown.session, ctx);
             }
+            ClientFrame::TakeNotices(take) => match self.machine.take_notices(&take.session) {
+                Some((key, taken)) => {
+                    tracing::info!(event = "notices_taken", conn, session = %key, count = taken.len());
+                    let notices = taken
+                        .into_iter()
+                        .map(|notice| Notice {
+                            session: Some(key.name.clone()),
+                            condition: notice.condition,
+                            level: notice.level,
+                            text: notice.text,
+                            audience: Audience::User,
+                        })
+                        .collect();
+                    reply(
+                        &reply_to,
+                        id,
+                        ServerFrame::Notices(NoticesFrame {
+                            session: key.name,
+                            notices,
+                        }),
+                    );
+                }
+                None => reply(
+                    &reply_to,
+                    id,
+                    ServerFrame::Error(ErrorFrame::new(
+                        ErrorCode::UnknownSession,
+                        format!("session {:?} is not live here", take.session),
+                    )),
+                ),
+            },
         }
     }
 }
@@ -703,6 +795,15 @@ impl Handler<WatcherReport> for WorkspaceActor {
             WatcherEvent::Stopped { pid } => Input::WatcherStopped { session, pid },
         };
         self.apply(input, ctx);
+    }
+}
+
+impl Handler<OwnerGone> for WorkspaceActor {
+    type Result = ();
+    fn handle(&mut self, msg: OwnerGone, ctx: &mut Self::Context) {
+        tracing::info!(event = "owner_exited", owner_pid = msg.pid);
+        self.owner_watches.remove(&msg.pid);
+        self.apply(Input::OwnerExited { pid: msg.pid }, ctx);
     }
 }
 
