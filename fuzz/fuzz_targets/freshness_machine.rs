@@ -47,7 +47,8 @@ use arbitrary::Arbitrary;
 use cgc_fresh_core::config::WatchMode;
 use cgc_fresh_core::freshness::watcher_model::{raised_by_watcher, WatcherReport};
 use cgc_fresh_core::freshness::{
-    Effect, FlightId, Freshness, FreshnessPolicy, FreshnessRecord, Input, Millis, SyncOutcome,
+    Effect, FlightId, Freshness, FreshnessPolicy, FreshnessRecord, Input, Lifetime, Millis,
+    SessionKey, SyncOutcome,
 };
 use cgc_fresh_fuzz::round_trip;
 use cgc_fresh_fuzz::workspace_model::{self, OpenFlight, Shadow, WORKSPACE_ROOT};
@@ -274,6 +275,8 @@ impl World {
                     instance: format!("pi-{instance}"),
                     reason: SessionStartReason::ALL
                         [usize::from(*reason) % SessionStartReason::ALL.len()],
+                    connection: None,
+                    owner: None,
                 }
             }
             Op::End { name: index } => {
@@ -494,6 +497,7 @@ impl World {
         }
         shadow.fresh_basis = None;
         shadow.watcher.restart();
+        shadow.restart_lifetimes();
     }
 
     fn step(&mut self, step: &Step) {
@@ -548,7 +552,7 @@ impl World {
                     session,
                     manual,
                 } => {
-                    self.check_start(*flight, session.as_deref(), *manual);
+                    self.check_start(*flight, session.as_ref().map(|k| k.name.as_str()), *manual);
                     started = true;
                 }
                 Effect::Notice {
@@ -557,7 +561,7 @@ impl World {
                     text,
                     ..
                 } => {
-                    let lifetime = self.shadow.lifetime(session).unwrap_or_else(|| {
+                    let lifetime = self.shadow.lifetime(&session.name).unwrap_or_else(|| {
                         panic!("a {condition:?} notice to {session}, which is not live")
                     });
                     assert!(
@@ -576,9 +580,17 @@ impl World {
                             "a watcher notice from a step that cannot raise it"
                         );
                     }
+                    assert_eq!(session.lifetime.get(), lifetime, "a notice to another lifetime");
                     notices.push((session.clone(), *condition, lifetime));
                 }
-                Effect::RecordChanged => {}
+                Effect::SessionOpened { session, .. } => {
+                    assert_eq!(
+                        self.shadow.lifetime(&session.name),
+                        Some(session.lifetime.get()),
+                        "opened a lifetime the shadow does not know"
+                    );
+                }
+                Effect::SessionClosed { .. } | Effect::RecordChanged => {}
             }
         }
         assert_eq!(
@@ -717,9 +729,14 @@ impl World {
             panic!("{problem}");
         }
         for name in NAMES {
-            let allowed = shadow.watcher.may_attempt(shadow.lifetime(name));
+            let lifetime = shadow.lifetime(name);
+            let allowed = shadow.watcher.may_attempt(lifetime);
+            let key = SessionKey {
+                name: name.to_owned(),
+                lifetime: Lifetime::new(lifetime.unwrap_or(0)),
+            };
             assert_eq!(
-                machine.watcher_attempt_allowed(name),
+                machine.watcher_attempt_allowed(&key),
                 allowed,
                 "watcher attempt of {name}"
             );
@@ -799,6 +816,7 @@ fuzz_target!(|scenario: Scenario| {
         max_syncs_per_session: u32::from(scenario.max_syncs % 4),
         batch_ms: u64::from(scenario.batch_ms % 2_000),
         settle_ms: u64::from(scenario.settle_ms % 5_000),
+        min_sync_gap_ms: u64::from(scenario.settle_ms % 7) * 1_000,
         modifying_tools: MODIFYING.iter().map(|tool| tool.to_string()).collect(),
         workspace_root: WORKSPACE_ROOT.to_owned(),
     };

@@ -172,6 +172,14 @@ impl Shadow {
     }
 
     /// The live lifetime of `name`.
+    /// A restarted machine numbers lifetimes from 1 again; what was kept
+    /// per lifetime belonged to the ones that are gone.
+    pub fn restart_lifetimes(&mut self) {
+        self.next_lifetime = 0;
+        self.spawns.clear();
+        self.delivered.clear();
+    }
+
     pub fn lifetime(&self, name: &str) -> Option<u64> {
         self.live.get(name).map(|live| live.lifetime)
     }

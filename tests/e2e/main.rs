@@ -9,6 +9,7 @@ mod deploy;
 mod faults;
 mod hardening;
 mod instance;
+mod lifetimes;
 mod protocol;
 mod real_cgc;
 mod serve;

@@ -156,12 +156,13 @@ fn session_shutdown_stops_that_sessions_sync_and_the_session_exits_normally() {
 }
 
 #[test]
-fn a_harness_connection_closing_without_shutdown_ends_its_session() {
+fn a_harness_connection_closing_without_shutdown_stops_its_sessions_work() {
     let (sandbox, fake, service) = indexed_with_fake(hanging_sync_with_daemon(), &ENV);
     let conn = start_busy_session(&service, &fake, "s1");
     drop(conn);
     assert_nothing_left(&sandbox, &fake);
-    assert!(service.log_text().contains("\"session_lost\""));
+    // Detached, not ended: a replayed session_start may take it up again.
+    assert!(service.log_text().contains("\"session_detached\""));
 }
 
 #[test]

@@ -33,11 +33,14 @@ pub enum ClientFrame {
     Subscribe,
     /// Asks for the effective configuration (answered by `config`).
     Config,
+    /// Takes the notices a session's connections have not received
+    /// (answered by `notices`); they count as shown from then on.
+    TakeNotices(TakeNotices),
 }
 
 impl ClientFrame {
     /// Every `type` a client frame may have, in declaration order.
-    pub const TYPE_NAMES: [&'static str; 9] = [
+    pub const TYPE_NAMES: [&'static str; 10] = [
         "hello",
         "session_start",
         "tool_call",
@@ -47,6 +50,7 @@ impl ClientFrame {
         "sync",
         "subscribe",
         "config",
+        "take_notices",
     ];
 
     /// The frame's `type` on the wire.
@@ -61,6 +65,7 @@ impl ClientFrame {
             ClientFrame::Sync => "sync",
             ClientFrame::Subscribe => "subscribe",
             ClientFrame::Config => "config",
+            ClientFrame::TakeNotices(_) => "take_notices",
         }
     }
 }
@@ -77,13 +82,25 @@ pub struct Hello {
     pub protocol: u32,
 }
 
-/// `session_start{session, reason}`.
+/// `session_start{session, reason, owner_pid?}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionStart {
     /// The harness's session identifier.
     pub session: String,
     /// Why the session started; unknown reasons decode as `other`.
     pub reason: SessionStartReason,
+    /// The process that owns the session (e.g. the Claude Code process its
+    /// hooks run under): the session then lives until `session_shutdown` or
+    /// until that process exits, whatever connection reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_pid: Option<u32>,
+}
+
+/// `take_notices{session}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TakeNotices {
+    /// The session whose notices are taken.
+    pub session: String,
 }
 
 /// `tool_call{session, tool, paths}`.

@@ -114,6 +114,7 @@ fn client_frame_from_payload(
         "sync" => ClientFrame::Sync,
         "subscribe" => ClientFrame::Subscribe,
         "config" => ClientFrame::Config,
+        "take_notices" => ClientFrame::TakeNotices(fields(payload)?),
         unknown => {
             return Err(FrameErrorKind::UnknownType {
                 name: unknown.to_owned(),
@@ -136,6 +137,7 @@ fn server_frame_from_payload(
         "ack" => ServerFrame::Ack,
         "error" => ServerFrame::Error(fields(payload)?),
         "config" => ServerFrame::Config(fields(payload)?),
+        "notices" => ServerFrame::Notices(fields(payload)?),
         unknown => {
             return Err(FrameErrorKind::UnknownType {
                 name: unknown.to_owned(),

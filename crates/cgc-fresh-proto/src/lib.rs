@@ -31,7 +31,7 @@
 //! | `type` | fields | answer |
 //! |---|---|---|
 //! | `hello` | `client`: string (`pi-bridge`, `cgc-fresh-cli`), `instance`: string (one harness extension instance), `protocol`: integer | `welcome`, always |
-//! | `session_start` | `session`: string, `reason`: `startup` \| `new` \| `resume` \| `fork` \| `reload` (others read as `other`) | `ack` with an `id`; `error` `unavailable`, even without an `id`, when the live-session bound is reached |
+//! | `session_start` | `session`: string, `reason`: `startup` \| `new` \| `resume` \| `fork` \| `reload` (others read as `other`), `owner_pid`?: integer (the process that owns the session: it then lives until `session_shutdown` or that process's exit, not until a connection closes) | `ack` with an `id`; `error` `unavailable`, even without an `id`, when the live-session bound is reached |
 //! | `tool_call` | `session`, `tool`: string, `paths`: array of strings, absolute or workspace-relative (default `[]`) | `ack` with an `id`; `error` `unknown_session` instead when the session is not live (the edit still counts) |
 //! | `tool_result` | `session`, `tool`: string, `ok`: boolean | `ack` with an `id`; `error` `unknown_session` instead when the session is not live |
 //! | `session_shutdown` | `session`: string, `reason`: string (optional) | `ack` with an `id` |
@@ -39,8 +39,9 @@
 //! | `sync` | — (a person's manual sync request) | `ack` with an `id`; then `state`/`notice` to subscribers |
 //! | `subscribe` | — | `ack` with an `id`, then a `state` at once; then every later `state` and `notice` is pushed |
 //! | `config` | — | `config`, always |
+//! | `take_notices` | `session`: string | `notices`, always: the notices offered to the session that no connection of it received, which count as shown from then on (for hooks that run as short processes); `error` `unknown_session` when the session is not live |
 //!
-//! Requests (`hello`, `status`, `config`) are always answered. Events (the
+//! Requests (`hello`, `status`, `config`, `take_notices`) are always answered. Events (the
 //! other frames) are answered only when they carry an `id`, so a harness can
 //! pipeline them without reading acknowledgements; an event that carries an
 //! `id` gets exactly one reply (`ack` or `error`) with that `id`. A line that
@@ -58,6 +59,7 @@
 //! | `ack` | — |
 //! | `error` | `code` ([`ErrorCode`]), `message`: string, `field`? (e.g. `session`, `paths[1]`) |
 //! | `config` | `values`: the effective configuration object, `warnings`: array of strings |
+//! | `notices` | `session`: string, `notices`: array of objects with the fields of a `notice` |
 //!
 //! `?` marks a field that is omitted when unknown. A `notice` is for the
 //! person at the harness and must never be put into an agent prompt; its
@@ -123,14 +125,16 @@ mod hot_path;
 mod server;
 pub mod vocab;
 
-pub use client::{ClientFrame, Hello, SessionShutdown, SessionStart, ToolCall, ToolResult};
+pub use client::{
+    ClientFrame, Hello, SessionShutdown, SessionStart, TakeNotices, ToolCall, ToolResult,
+};
 pub use codec::{CodecError, FrameCodec, DEFAULT_MAX_LINE_BYTES};
 pub use decode::{decode_client_frame, decode_client_frame_general, decode_server_frame};
 pub use envelope::{encode, encode_client_frame, encode_server_frame, Envelope, Frame, RequestId};
 pub use error::{ErrorCode, FrameError, FrameErrorKind};
 pub use server::{
-    Audience, BackendFacts, ConfigFrame, ErrorFrame, Notice, ServerFrame, StateFrame, WatcherFacts,
-    Welcome,
+    Audience, BackendFacts, ConfigFrame, ErrorFrame, Notice, NoticesFrame, ServerFrame, StateFrame,
+    WatcherFacts, Welcome,
 };
 pub use vocab::{FreshnessStatus, NoticeCondition, NoticeLevel, SessionStartReason};
 

@@ -30,12 +30,15 @@ pub enum ServerFrame {
     Error(ErrorFrame),
     /// Answers the client's `config`.
     Config(ConfigFrame),
+    /// Answers `take_notices`.
+    Notices(NoticesFrame),
 }
 
 impl ServerFrame {
     /// Every `type` a server frame may have, in declaration order.
-    pub const TYPE_NAMES: [&'static str; 6] =
-        ["welcome", "state", "notice", "ack", "error", "config"];
+    pub const TYPE_NAMES: [&'static str; 7] = [
+        "welcome", "state", "notice", "ack", "error", "config", "notices",
+    ];
 
     /// The frame's `type` on the wire.
     pub fn type_name(&self) -> &'static str {
@@ -46,6 +49,7 @@ impl ServerFrame {
             ServerFrame::Ack => "ack",
             ServerFrame::Error(_) => "error",
             ServerFrame::Config(_) => "config",
+            ServerFrame::Notices(_) => "notices",
         }
     }
 }
@@ -148,6 +152,16 @@ pub struct Notice {
     /// Always `user`; absent on the wire decodes as `user`.
     #[serde(default)]
     pub audience: Audience,
+}
+
+/// `notices{session, notices}`: the notices taken for a session, oldest
+/// condition first; empty when there were none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoticesFrame {
+    /// The session they were taken for.
+    pub session: String,
+    /// The notices, each as a `notice` frame would carry it.
+    pub notices: Vec<Notice>,
 }
 
 /// `error{code, message, field}`.

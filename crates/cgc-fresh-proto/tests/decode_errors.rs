@@ -415,6 +415,7 @@ fn unknown_session_start_reason_reads_as_other() {
         ClientFrame::SessionStart(SessionStart {
             session: "s".into(),
             reason: SessionStartReason::Other,
+            owner_pid: None,
         })
     );
 }

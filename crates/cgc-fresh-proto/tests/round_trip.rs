@@ -4,8 +4,9 @@
 use cgc_fresh_proto::{
     decode_client_frame, decode_server_frame, encode, Audience, BackendFacts, ClientFrame,
     ConfigFrame, Envelope, ErrorCode, ErrorFrame, FreshnessStatus, Hello, Notice, NoticeCondition,
-    NoticeLevel, RequestId, ServerFrame, SessionShutdown, SessionStart, SessionStartReason,
-    StateFrame, ToolCall, ToolResult, WatcherFacts, Welcome, PROTOCOL_VERSION,
+    NoticeLevel, NoticesFrame, RequestId, ServerFrame, SessionShutdown, SessionStart,
+    SessionStartReason, StateFrame, TakeNotices, ToolCall, ToolResult, WatcherFacts, Welcome,
+    PROTOCOL_VERSION,
 };
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
@@ -34,8 +35,22 @@ fn hello() -> impl Strategy<Value = ClientFrame> {
 }
 
 fn session_start() -> impl Strategy<Value = ClientFrame> {
-    (text(), select(SessionStartReason::ALL.to_vec()))
-        .prop_map(|(session, reason)| ClientFrame::SessionStart(SessionStart { session, reason }))
+    (
+        text(),
+        select(SessionStartReason::ALL.to_vec()),
+        proptest::option::of(any::<u32>()),
+    )
+        .prop_map(|(session, reason, owner_pid)| {
+            ClientFrame::SessionStart(SessionStart {
+                session,
+                reason,
+                owner_pid,
+            })
+        })
+}
+
+fn take_notices() -> impl Strategy<Value = ClientFrame> {
+    text().prop_map(|session| ClientFrame::TakeNotices(TakeNotices { session }))
 }
 
 fn tool_call() -> impl Strategy<Value = ClientFrame> {
@@ -141,6 +156,19 @@ fn notice() -> impl Strategy<Value = ServerFrame> {
         })
 }
 
+fn notices() -> impl Strategy<Value = ServerFrame> {
+    (text(), vec(notice(), 0..3)).prop_map(|(session, frames)| {
+        let notices = frames
+            .into_iter()
+            .filter_map(|frame| match frame {
+                ServerFrame::Notice(notice) => Some(notice),
+                _ => None,
+            })
+            .collect();
+        ServerFrame::Notices(NoticesFrame { session, notices })
+    })
+}
+
 fn error() -> impl Strategy<Value = ServerFrame> {
     (
         select(ErrorCode::ALL.to_vec()),
@@ -243,6 +271,11 @@ proptest! {
     }
 
     #[test]
+    fn take_notices_round_trips(frame in take_notices(), id in request_id()) {
+        assert_client_round_trip(frame, id)?;
+    }
+
+    #[test]
     fn payloadless_client_frames_round_trip(
         frame in select(vec![ClientFrame::Status, ClientFrame::Sync, ClientFrame::Subscribe, ClientFrame::Config]),
         id in request_id(),
@@ -279,6 +312,11 @@ proptest! {
     fn config_round_trips(frame in config(), id in request_id()) {
         assert_server_round_trip(frame, id)?;
     }
+
+    #[test]
+    fn notices_round_trip(frame in notices(), id in request_id()) {
+        assert_server_round_trip(frame, id)?;
+    }
 }
 
 /// The per-variant tests above must cover every `type`; this fails when a
@@ -295,8 +333,11 @@ fn round_trip_tests_cover_every_type() {
         "sync",
         "subscribe",
         "config",
+        "take_notices",
     ];
-    let tested_server = ["welcome", "state", "notice", "ack", "error", "config"];
+    let tested_server = [
+        "welcome", "state", "notice", "ack", "error", "config", "notices",
+    ];
     assert_eq!(ClientFrame::TYPE_NAMES, tested_client);
     assert_eq!(ServerFrame::TYPE_NAMES, tested_server);
 }

@@ -11,7 +11,8 @@
  */
 
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, it } from "node:test";
 
 import { createCgcFreshExtension, socketPathFor, type BridgeHandle, type BridgeOptions } from "../src/index.js";
@@ -143,6 +144,49 @@ describe("against the real service", { skip }, () => {
         `the service to log hello from ${instance}`,
       );
     }
+  });
+
+  it("keeps syncing and notifying after its connection drops mid session", { timeout: 60_000 }, async () => {
+    // A real service running the fake cgc (built beside the binary): syncs
+    // complete, so notices are raised.
+    mkdirSync(join(sandbox.workspace, ".codegraphcontext"));
+    const scenario = join(sandbox.root, "scenario.json");
+    writeFileSync(scenario, "{}");
+    realService = await startRealService(bin!, sandbox.workspace, {
+      ...sandbox.env,
+      CGC_FRESHNESS_AUTO_SYNC: "true",
+      CGC_FRESHNESS_BATCH_MS: "50",
+      CGC_EXECUTABLE: join(dirname(bin!), "fake-cgc"),
+      FAKE_CGC_SCENARIO: scenario,
+      FAKE_CGC_LOG: join(sandbox.root, "fake-cgc.log"),
+    });
+    const logged = (event: string) => realService!.logLines.filter((l) => l.includes(`"event":"${event}"`)).length;
+    const env = { ...sandbox.env, CGC_FRESH_NO_AUTOSTART: "1" };
+    const api = new FakeApi();
+    const ctx = new FakeCtx(sandbox.workspace, "sess-drop");
+    let handle: BridgeHandle | undefined;
+    factory(env, { onBridge: (h) => (handle = h) })(api.asApi());
+    api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
+    await waitUntil(() => logged("session_start") === 1, "the session to start");
+
+    // The service drops the connection: an over-long line is answered with
+    // `too_large` and the connection closed. The session is detached, not
+    // ended.
+    handle!.sendRawLine(`${"x".repeat(70 * 1024)}\n`);
+    await waitUntil(() => logged("session_detached") === 1, "the service to detach the session", 10_000);
+
+    // The next edit reconnects and replays session_start: the same lifetime
+    // carries on, so the edit is noticed and synced.
+    api.emit("tool_call", toolCall("edit", "a.py"), ctx);
+    api.emit("tool_result", toolResult("edit"), ctx);
+    await waitUntil(() => logged("session_reattached") === 1, "the replay to re-attach the session", 10_000);
+    const shown = (pattern: RegExp) => ctx.notifications.filter(([text]) => pattern.test(text)).length;
+    await waitUntil(() => shown(/may be stale/) === 1, "the staleness notice", 10_000);
+    await waitUntil(() => shown(/up to date with every observed edit/) === 1, "the completion notice", 20_000);
+    await waitUntil(() => ctx.footer() === "graph: fresh", "fresh in the footer", 10_000);
+    assert.equal(logged("session_start"), 2, "one start and one replay");
+    assert.deepEqual(events("server_error").filter((e) => e.fields.code !== "too_large"), []);
+    await api.emitAsync("session_shutdown", { type: "session_shutdown", reason: "quit" }, ctx);
   });
 
   it("autostarts the service when nothing answers", { timeout: 30_000 }, async () => {

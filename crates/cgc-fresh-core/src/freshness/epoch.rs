@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::session::SessionKey;
+use super::session::Lifetime;
 use super::time::Millis;
 
 /// An edit's identity: the edit epoch its observation produced.
@@ -41,7 +41,7 @@ const MAX_WAITING_CALLS: usize = 4_096;
 
 #[derive(Debug, Clone)]
 struct UnsettledEdit {
-    session: SessionKey,
+    session: Lifetime,
     observed_at: Millis,
     settles_by: Millis,
 }
@@ -71,7 +71,7 @@ pub(crate) struct EditTracker {
     overflow: Option<Overflow>,
     /// Calls waiting for their results, by session, then by tool (nested,
     /// so that a lookup by `&str` needs no allocation).
-    waiting: BTreeMap<SessionKey, BTreeMap<String, VecDeque<WaitingCall>>>,
+    waiting: BTreeMap<Lifetime, BTreeMap<String, VecDeque<WaitingCall>>>,
 }
 
 impl EditTracker {
@@ -80,7 +80,7 @@ impl EditTracker {
     /// workspace.
     pub(crate) fn record_call(
         &mut self,
-        session: SessionKey,
+        session: Lifetime,
         tool: &str,
         now: Millis,
         settle_ms: u64,
@@ -147,7 +147,7 @@ impl EditTracker {
 
     /// The result of `session`'s oldest waiting call of `tool`. Returns
     /// whether it settled an edit.
-    pub(crate) fn record_result(&mut self, session: SessionKey, tool: &str) -> bool {
+    pub(crate) fn record_result(&mut self, session: Lifetime, tool: &str) -> bool {
         let Some(calls) = self.waiting.get_mut(&session) else {
             return false;
         };
@@ -206,7 +206,7 @@ impl EditTracker {
 
     /// The session ended: its tools are no longer writing, so its edits are
     /// settled, and no result of its calls will come.
-    pub(crate) fn end_session(&mut self, session: SessionKey) {
+    pub(crate) fn end_session(&mut self, session: Lifetime) {
         let ended: Vec<EditId> = self
             .unsettled
             .iter()
@@ -246,7 +246,7 @@ mod tests {
     use super::*;
     use crate::freshness::session::Sessions;
 
-    fn two_sessions() -> (SessionKey, SessionKey) {
+    fn two_sessions() -> (Lifetime, Lifetime) {
         let mut sessions = Sessions::default();
         (
             sessions.live_or_implicit("a").unwrap(),

@@ -20,18 +20,31 @@ use cgc_fresh_proto::{NoticeCondition, NoticeLevel, SessionStartReason};
 use crate::config::WatchMode;
 
 use super::flight::FlightId;
+use super::session::{ConnectionId, OwnerPid, SessionKey};
 
 /// One observation handed to [`super::Freshness::handle`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
-    /// `session_start`: harness extension `instance` serves `session`.
+    /// `session_start`: harness extension `instance` serves `session`; it
+    /// came over `connection` (which then carries the lifetime), or from no
+    /// connection (`None`: a lifetime nothing carries never detaches).
+    /// `owner`: the process whose exit ends the lifetime (`owner_pid`); no
+    /// connection's close detaches an owned lifetime.
     SessionStarted {
         session: String,
         instance: String,
         reason: SessionStartReason,
+        connection: Option<ConnectionId>,
+        owner: Option<OwnerPid>,
     },
-    /// `session_shutdown`, or the connection that owned the session closed.
+    /// The owner process `pid` of one or more lifetimes exited: they end.
+    OwnerExited { pid: OwnerPid },
+    /// `session_shutdown`: the session's lifetime (live or detached) ends.
     SessionEnded { session: String },
+    /// A client connection closed. Lifetimes it was the last carrier of are
+    /// detached: their work stops, and a replayed `session_start` from the
+    /// same instance re-attaches them.
+    ConnectionClosed { connection: ConnectionId },
     /// `tool_call`: `paths` absolute or relative to the workspace root.
     ToolCall {
         session: String,
@@ -64,31 +77,31 @@ pub enum Input {
     },
     /// A subscriber received the notice for (`session`, `condition`).
     NoticeDelivered {
-        session: String,
+        session: SessionKey,
         condition: NoticeCondition,
     },
     /// The shell spawned `session`'s managed watcher (`cgc watch`, in
     /// `mode` `on` or `auto`): process `pid` exists, not yet verified.
     WatcherStarted {
-        session: String,
+        session: SessionKey,
         mode: WatchMode,
         pid: u32,
     },
     /// Spawning `session`'s watcher failed (no process ran), e.g. the
     /// executable is missing.
     WatcherSpawnFailed {
-        session: String,
+        session: SessionKey,
         mode: WatchMode,
         error: String,
     },
     /// `session`'s watcher `pid` is verified alive: it survived
     /// `freshness.watcherLivenessMs`, or printed its ready line while alive
     /// (the shell decides which ends the probe).
-    WatcherVerified { session: String, pid: u32 },
+    WatcherVerified { session: SessionKey, pid: u32 },
     /// `session`'s watcher `pid` exited or failed before it was verified.
     /// `error`: its exit status and a tail of its output.
     WatcherFailed {
-        session: String,
+        session: SessionKey,
         pid: u32,
         error: String,
     },
@@ -97,7 +110,7 @@ pub enum Input {
     /// own record of verification: a `WatcherDied` for a watcher it has not
     /// verified counts as `WatcherFailed`, and the other way round.)
     WatcherDied {
-        session: String,
+        session: SessionKey,
         pid: u32,
         error: String,
     },
@@ -105,13 +118,13 @@ pub enum Input {
     /// would start: nothing was spawned. `holder` names the holder, e.g.
     /// `pid 4242: cgc mcp start`.
     WatcherBusy {
-        session: String,
+        session: SessionKey,
         mode: WatchMode,
         holder: String,
     },
     /// `auto` mode declined `session`'s watcher; nothing was spawned.
     WatcherDeclined {
-        session: String,
+        session: SessionKey,
         reason: WatcherDecline,
     },
     /// The shell stopped `session`'s watcher `pid` on purpose while the
@@ -119,7 +132,7 @@ pub enum Input {
     /// failure and no notice. When the session itself ends, the
     /// `SessionEnded` already ended its watcher here, and a later
     /// `WatcherStopped` changes nothing.
-    WatcherStopped { session: String, pid: u32 },
+    WatcherStopped { session: SessionKey, pid: u32 },
 }
 
 /// Why `auto` mode spawned no watcher.
@@ -161,7 +174,7 @@ pub enum Effect {
     StartSync {
         flight: FlightId,
         /// The paying session (automatic) or the requesting one (manual).
-        session: Option<String>,
+        session: Option<SessionKey>,
         manual: bool,
     },
     /// Stop the sync's process group: the session it belonged to ended.
@@ -169,11 +182,22 @@ pub enum Effect {
     /// Show `text` to the person at `session`. Human-facing only: never to
     /// be placed into an agent's context or prompt.
     Notice {
-        session: String,
+        session: SessionKey,
         condition: NoticeCondition,
         level: NoticeLevel,
         text: String,
     },
+    /// A lifetime began (`reattached`: a detached one was taken up again).
+    /// Its watcher may be attempted now if the machine allows it.
+    SessionOpened {
+        session: SessionKey,
+        reattached: bool,
+    },
+    /// A lifetime's work must stop: every child it started (sync, watcher)
+    /// is stopped and what the shell keeps for it is dropped. `detached`:
+    /// the lifetime itself is kept for a replayed `session_start`;
+    /// otherwise it ended (shutdown, replacement, or room for another).
+    SessionClosed { session: SessionKey, detached: bool },
     /// The record changed: persist [`super::Freshness::record`] and push a
     /// state frame. Emitted at most once per `handle`, as the last effect.
     RecordChanged,

@@ -21,7 +21,7 @@ use cgc_fresh_proto::FreshnessStatus;
 
 use super::epoch::EditTracker;
 use super::pending_paths::PendingPaths;
-use super::session::SessionKey;
+use super::session::Lifetime;
 use super::time::Millis;
 
 /// Identifies one sync the machine decided to start. Ids grow for the whole
@@ -41,10 +41,10 @@ impl FlightId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SyncKind {
     /// Drift-triggered; `payer`'s budget pays for it.
-    Automatic { payer: SessionKey },
+    Automatic { payer: Lifetime },
     /// A person asked; `requester` is the session they asked from, if any.
     /// Not budgeted, not tied to the session.
-    Manual { requester: Option<SessionKey> },
+    Manual { requester: Option<Lifetime> },
 }
 
 /// A sync waiting to start.
@@ -60,7 +60,7 @@ pub(crate) struct QueuedSync {
 pub(crate) struct Flight {
     pub(crate) id: FlightId,
     /// The session paying for an automatic sync; `None` for a manual one.
-    pub(crate) payer: Option<SessionKey>,
+    pub(crate) payer: Option<Lifetime>,
     /// The edit epoch when the sync was started.
     epoch_at_start: u64,
     /// Whether an observed edit was still being written at the start.
@@ -84,7 +84,7 @@ impl Flight {
     /// moment counts as not covered — the conservative side.
     pub(crate) fn start(
         id: FlightId,
-        payer: Option<SessionKey>,
+        payer: Option<Lifetime>,
         edit_epoch: u64,
         edits: &EditTracker,
         paths: PendingPaths,

@@ -6,8 +6,12 @@
 //! reports that with `NoticeDelivered`): a notice nobody saw may be offered
 //! again the next time its condition occurs. Until then an offered notice is
 //! not repeated, so re-observed edits do not produce a stream of duplicates.
+//!
+//! An offered notice is also *held* (its text, one per condition) until it
+//! is delivered or its episode ends, so that a harness without a standing
+//! connection (hooks that run as short processes) can take it later.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cgc_fresh_proto::NoticeCondition;
 
@@ -17,6 +21,8 @@ use cgc_fresh_proto::NoticeCondition;
 pub(crate) struct NoticeLedger {
     delivered: BTreeSet<NoticeCondition>,
     offered: BTreeSet<NoticeCondition>,
+    /// The text of each offered, undelivered notice.
+    held: BTreeMap<NoticeCondition, String>,
 }
 
 impl NoticeLedger {
@@ -29,11 +35,39 @@ impl NoticeLedger {
         self.offered.insert(condition)
     }
 
+    /// Offers `condition` ([`NoticeLedger::offer`]) and, when it is offered,
+    /// holds its text (built only then) and returns it.
+    pub(crate) fn offer_text(
+        &mut self,
+        condition: NoticeCondition,
+        text: impl FnOnce() -> String,
+    ) -> Option<String> {
+        if !self.offer(condition) {
+            return None;
+        }
+        let text = text();
+        self.held.insert(condition, text.clone());
+        Some(text)
+    }
+
     /// A subscriber got the notice for `condition`: it is never shown again
     /// in this session.
     pub(crate) fn mark_delivered(&mut self, condition: NoticeCondition) {
         self.offered.remove(&condition);
+        self.held.remove(&condition);
         self.delivered.insert(condition);
+    }
+
+    /// Takes every held notice, oldest condition first, and counts each as
+    /// delivered: whoever took them shows them to the person.
+    pub(crate) fn take_held(&mut self) -> Vec<(NoticeCondition, String)> {
+        let held: Vec<(NoticeCondition, String)> =
+            std::mem::take(&mut self.held).into_iter().collect();
+        for (condition, _) in &held {
+            self.offered.remove(condition);
+            self.delivered.insert(*condition);
+        }
+        held
     }
 
     /// Forgets offers nobody confirmed, so the next occurrence of their
@@ -41,6 +75,7 @@ impl NoticeLedger {
     /// the episode the offers belonged to.
     pub(crate) fn forget_undelivered(&mut self) {
         self.offered.clear();
+        self.held.clear();
     }
 
     /// Whether the notice for `condition` was delivered in this session.
@@ -62,6 +97,31 @@ mod tests {
         assert!(ledger.offer(NoticeCondition::SyncCompleted));
         ledger.forget_undelivered();
         assert!(ledger.offer(NoticeCondition::PossiblyStale));
+    }
+
+    #[test]
+    fn held_notices_are_taken_once_and_then_count_as_delivered() {
+        let mut ledger = NoticeLedger::default();
+        assert_eq!(
+            ledger.offer_text(NoticeCondition::PossiblyStale, || "stale".into()),
+            Some("stale".into())
+        );
+        assert_eq!(
+            ledger.offer_text(NoticeCondition::PossiblyStale, || unreachable!()),
+            None
+        );
+        ledger.offer_text(NoticeCondition::SyncCompleted, || "done".into());
+        ledger.mark_delivered(NoticeCondition::SyncCompleted);
+        assert_eq!(
+            ledger.take_held(),
+            [(NoticeCondition::PossiblyStale, "stale".to_string())]
+        );
+        assert_eq!(ledger.take_held(), []);
+        assert!(ledger.is_delivered(NoticeCondition::PossiblyStale));
+        // An episode's end drops what nobody took.
+        ledger.offer_text(NoticeCondition::SyncFailed, || "failed".into());
+        ledger.forget_undelivered();
+        assert_eq!(ledger.take_held(), []);
     }
 
     #[test]

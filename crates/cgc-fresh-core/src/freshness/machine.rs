@@ -17,7 +17,7 @@ use super::notice_text;
 use super::pending_paths::PendingPaths;
 use super::policy::FreshnessPolicy;
 use super::record::{FreshnessRecord, PendingSummary};
-use super::session::{Known, Registration, SessionKey, Sessions};
+use super::session::{ConnectionId, Known, Lifetime, OwnerPid, Registration, SessionKey, Sessions};
 use super::time::Millis;
 use super::watcher_slot::WatcherSlot;
 use super::workspace_path::{PathPlacement, WorkspaceRoot};
@@ -38,10 +38,21 @@ pub struct Freshness {
     queued: Option<QueuedSync>,
     /// The live session whose edit most recently opened or continued the
     /// current episode: it pays for the automatic sync.
-    last_editor: Option<SessionKey>,
+    last_editor: Option<Lifetime>,
     /// The managed watcher, if one runs.
     watcher: WatcherSlot,
+    /// When the last sync was started (`freshness.minSyncGapMs` counts
+    /// from it).
+    last_start: Option<Millis>,
     now: Millis,
+}
+
+/// A held notice taken by [`Freshness::take_notices`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenNotice {
+    pub condition: NoticeCondition,
+    pub level: cgc_fresh_proto::NoticeLevel,
+    pub text: String,
 }
 
 /// What a modifying tool call touched inside the workspace.
@@ -92,6 +103,7 @@ impl Freshness {
             queued: None,
             last_editor: None,
             watcher: WatcherSlot::Absent,
+            last_start: None,
             now,
         }
     }
@@ -137,13 +149,23 @@ impl Freshness {
             return None;
         }
         let queued = self.queued?;
-        match queued.kind {
-            SyncKind::Manual { .. } => Some(queued.due_at),
-            SyncKind::Automatic { .. } if self.watcher.is_verifying() => None,
-            SyncKind::Automatic { .. } => Some(match self.edits.all_settled_by() {
+        let due = match queued.kind {
+            SyncKind::Manual { .. } => queued.due_at,
+            SyncKind::Automatic { .. } if self.watcher.is_verifying() => return None,
+            SyncKind::Automatic { .. } => match self.edits.all_settled_by() {
                 Some(settled) => max(queued.due_at, settled),
                 None => queued.due_at,
-            }),
+            },
+        };
+        Some(max(due, self.gap_over_at()))
+    }
+
+    /// When the gap after the last sync's start is over
+    /// (`freshness.minSyncGapMs`; at once when no sync started yet).
+    fn gap_over_at(&self) -> Millis {
+        match self.last_start {
+            Some(last) => last.plus(self.policy.min_sync_gap_ms),
+            None => Millis(0),
         }
     }
 
@@ -193,9 +215,61 @@ impl Freshness {
         self.sessions.live_names()
     }
 
-    /// Whether `session` names a live lifetime (started and not ended).
+    /// Whether `session` names a live, attached lifetime (started, not
+    /// ended, not detached).
     pub fn is_live(&self, session: &str) -> bool {
         matches!(self.sessions.known(session), Known::Live(_))
+    }
+
+    /// The live (attached) lifetime of `session`, if any.
+    pub fn current_lifetime(&self, session: &str) -> Option<SessionKey> {
+        match self.sessions.known(session) {
+            Known::Live(lifetime) => self.sessions.key(lifetime),
+            Known::Detached(_) | Known::Ended | Known::Unknown => None,
+        }
+    }
+
+    /// The process that owns `session`'s lifetime, if one does (the shell
+    /// watches it and reports [`Input::OwnerExited`]).
+    pub fn owner(&self, session: &SessionKey) -> Option<OwnerPid> {
+        if !self.sessions.is_current(session) {
+            return None;
+        }
+        self.sessions.owner(session.lifetime)
+    }
+
+    /// Whether any lifetime is still owned by `pid` (else its watch can go).
+    pub fn owns_any(&self, pid: OwnerPid) -> bool {
+        !self.sessions.owned_by(pid).is_empty()
+    }
+
+    /// Takes the notices offered to `session`'s live lifetime that no
+    /// connection of it received yet, oldest condition first; they count as
+    /// delivered from now on (a hook that takes them prints them). `None`
+    /// when `session` has no live lifetime.
+    pub fn take_notices(&mut self, session: &str) -> Option<(SessionKey, Vec<TakenNotice>)> {
+        let key = self.current_lifetime(session)?;
+        let (_, live) = self.sessions.get_mut(key.lifetime)?;
+        let taken = live
+            .ledger
+            .take_held()
+            .into_iter()
+            .map(|(condition, text)| TakenNotice {
+                condition,
+                level: notice_text::level(condition),
+                text,
+            })
+            .collect();
+        Some((key, taken))
+    }
+
+    /// The open connections that carry `session`'s lifetime: a notice for
+    /// it counts as delivered only when one of them received it.
+    pub fn carriers(&self, session: &SessionKey) -> Vec<ConnectionId> {
+        if !self.sessions.is_current(session) {
+            return Vec::new();
+        }
+        self.sessions.carriers(session.lifetime).collect()
     }
 
     /// Automatic syncs `session` spawned (net of busy refunds); `None` when
@@ -206,7 +280,7 @@ impl Freshness {
                 .sessions
                 .get(key)
                 .map(|(_, live)| live.budget.spawned()),
-            Known::Ended | Known::Unknown => None,
+            Known::Detached(_) | Known::Ended | Known::Unknown => None,
         }
     }
 
@@ -228,7 +302,7 @@ impl Freshness {
     /// not attempted in this lifetime (one attempt per session; a failed or
     /// declined attempt is not retried), and no watcher runs for the
     /// workspace. An attempt reported when this is false is ignored.
-    pub fn watcher_attempt_allowed(&self, session: &str) -> bool {
+    pub fn watcher_attempt_allowed(&self, session: &SessionKey) -> bool {
         self.attempt_opener(session).is_some()
     }
 
@@ -264,22 +338,48 @@ impl Freshness {
                 session,
                 instance,
                 reason: _,
-            } => match self.sessions.register(&session, &instance) {
-                Registration::Unchanged | Registration::Refused => false,
-                Registration::Started { replaced } => {
-                    self.catch_up(now);
-                    if let Some(old) = replaced {
-                        self.end_lifetime(old, out);
-                    }
-                    true
+                connection,
+                owner,
+            } => self.session_started(now, session, &instance, connection, owner, out),
+            Input::OwnerExited { pid } => {
+                let owned = self.sessions.owned_by(pid);
+                if owned.is_empty() {
+                    return false;
                 }
-            },
+                self.catch_up(now);
+                for name in owned {
+                    if let Some(lifetime) = self.sessions.end(&name) {
+                        self.close_lifetime(SessionKey { name, lifetime }, false, out);
+                    }
+                }
+                true
+            }
             Input::SessionEnded { session } => {
-                let Some(key) = self.sessions.end(&session) else {
+                let Some(lifetime) = self.sessions.end(&session) else {
                     return false;
                 };
                 self.catch_up(now);
-                self.end_lifetime(key, out);
+                self.close_lifetime(
+                    SessionKey {
+                        name: session,
+                        lifetime,
+                    },
+                    false,
+                    out,
+                );
+                true
+            }
+            Input::ConnectionClosed { connection } => {
+                let detached = self.sessions.connection_closed(connection);
+                if detached.is_empty() {
+                    return false;
+                }
+                self.catch_up(now);
+                for lifetime in detached {
+                    if let Some(key) = self.sessions.key(lifetime) {
+                        self.close_lifetime(key, true, out);
+                    }
+                }
                 true
             }
             Input::ToolCall {
@@ -333,7 +433,7 @@ impl Freshness {
             }
             Input::SyncRequested { session } => {
                 let requester = match session.as_deref().map(|name| self.sessions.known(name)) {
-                    None | Some(Known::Unknown) => None,
+                    None | Some(Known::Unknown) | Some(Known::Detached(_)) => None,
                     Some(Known::Live(key)) => Some(key),
                     Some(Known::Ended) => return false,
                 };
@@ -375,8 +475,11 @@ impl Freshness {
                 self.end_flight(now, flight, Ending::Outcome(outcome), out)
             }
             Input::NoticeDelivered { session, condition } => {
-                if let Known::Live(key) = self.sessions.known(&session) {
-                    if let Some((_, live)) = self.sessions.get_mut(key) {
+                // Counted for the lifetime it was offered to, and only while
+                // that lifetime is the name's (a replaced one's delivery
+                // does not spend its successor's notice).
+                if self.sessions.is_current(&session) {
+                    if let Some((_, live)) = self.sessions.get_mut(session.lifetime) {
                         live.ledger.mark_delivered(condition);
                     }
                 }
@@ -423,7 +526,7 @@ impl Freshness {
     /// and (autoSync) arms the batching window — without starting anything.
     fn observe_edit(
         &mut self,
-        key: SessionKey,
+        key: Lifetime,
         tool: &str,
         target: EditTarget,
         out: &mut Vec<Effect>,
@@ -496,7 +599,7 @@ impl Freshness {
     /// Design §4, "Trigger": the first drift arms the window (due at first
     /// edit + batchMs); later edits do not push it back, but the latest
     /// editor becomes the payer. A queued manual sync covers drift already.
-    fn queue_automatic(&mut self, payer: SessionKey, due_at: Millis) {
+    fn queue_automatic(&mut self, payer: Lifetime, due_at: Millis) {
         match &mut self.queued {
             Some(QueuedSync {
                 kind:
@@ -518,11 +621,78 @@ impl Freshness {
         }
     }
 
-    /// A session lifetime ended (shutdown, or replaced by a new instance):
-    /// its edits are settled, an automatic sync it queued is dropped, and an
+    /// A `session_start`: registers it (making room by ending the oldest
+    /// detached lifetime when the table is full), and closes what a
+    /// replacement ended.
+    fn session_started(
+        &mut self,
+        now: Millis,
+        name: String,
+        instance: &str,
+        connection: Option<ConnectionId>,
+        owner: Option<OwnerPid>,
+        out: &mut Vec<Effect>,
+    ) -> bool {
+        let mut taken = false;
+        if let Some(oldest) = self.sessions.oldest_detached_if_full(&name, instance) {
+            self.catch_up(now);
+            self.sessions.end(&oldest.name);
+            self.close_lifetime(oldest, false, out);
+            taken = true;
+        }
+        match self.sessions.register(&name, instance, connection, owner) {
+            Registration::Unchanged | Registration::Refused => taken,
+            Registration::Started { started, replaced } => {
+                self.catch_up(now);
+                if let Some(old) = replaced {
+                    let old = SessionKey {
+                        name: name.clone(),
+                        lifetime: old,
+                    };
+                    self.close_lifetime(old, false, out);
+                }
+                out.push(Effect::SessionOpened {
+                    session: SessionKey {
+                        name,
+                        lifetime: started,
+                    },
+                    reattached: false,
+                });
+                true
+            }
+            Registration::Reattached(lifetime) => {
+                self.catch_up(now);
+                // Work the detach left undone is picked up again: drift not
+                // yet covered queues an automatic sync this lifetime pays.
+                if self.policy.auto_sync
+                    && self.record.status == FreshnessStatus::PossiblyStale
+                    && !self.watcher.is_verified()
+                {
+                    self.last_editor = Some(lifetime);
+                    self.queue_automatic(lifetime, now.plus(self.policy.batch_ms));
+                }
+                out.push(Effect::SessionOpened {
+                    session: SessionKey { name, lifetime },
+                    reattached: true,
+                });
+                true
+            }
+        }
+    }
+
+    /// A session lifetime's work stops: it ended (shutdown, replaced by a
+    /// new instance, or made room for another) or was detached (`detached`:
+    /// every connection that carried it closed). Its edits are settled, its
+    /// watcher is gone, an automatic sync it queued is dropped, and an
     /// automatic sync it is paying for is cancelled — that sync's eventual
     /// report is a stale completion. A manual sync is not tied to a session.
-    fn end_lifetime(&mut self, key: SessionKey, out: &mut Vec<Effect>) {
+    /// The shell is told to stop the lifetime's children.
+    fn close_lifetime(&mut self, session: SessionKey, detached: bool, out: &mut Vec<Effect>) {
+        self.end_lifetime(session.lifetime, out);
+        out.push(Effect::SessionClosed { session, detached });
+    }
+
+    fn end_lifetime(&mut self, key: Lifetime, out: &mut Vec<Effect>) {
         self.edits.end_session(key);
         if self
             .watcher
@@ -583,7 +753,7 @@ impl Freshness {
         let Some(queued) = self.queued else {
             return;
         };
-        if queued.due_at > self.now {
+        if queued.due_at > self.now || self.gap_over_at() > self.now {
             return;
         }
         match queued.kind {
@@ -624,13 +794,9 @@ impl Freshness {
 
     /// Decides a sync: snapshots the epoch, the unsettled edits and the
     /// pending batch, and asks the shell to start it.
-    fn start(
-        &mut self,
-        payer: Option<SessionKey>,
-        named: Option<SessionKey>,
-        out: &mut Vec<Effect>,
-    ) {
+    fn start(&mut self, payer: Option<Lifetime>, named: Option<Lifetime>, out: &mut Vec<Effect>) {
         self.record.sync_generation = self.record.sync_generation.saturating_add(1);
+        self.last_start = Some(self.now);
         let id = FlightId(self.record.sync_generation);
         let flight = Flight::start(
             id,
@@ -643,9 +809,7 @@ impl Freshness {
         self.record.status = FreshnessStatus::Syncing;
         out.push(Effect::StartSync {
             flight: id,
-            session: named
-                .and_then(|key| self.sessions.name(key))
-                .map(str::to_string),
+            session: named.and_then(|key| self.sessions.key(key)),
             manual: payer.is_none(),
         });
         self.flight = FlightSlot::Running(Box::new(flight));
@@ -869,12 +1033,15 @@ impl Freshness {
     /// outcome concerns everyone working in the workspace.
     fn offer_to_all(&mut self, condition: NoticeCondition, text: &str, out: &mut Vec<Effect>) {
         for (name, live) in self.sessions.live_mut() {
-            if live.ledger.offer(condition) {
+            if let Some(text) = live.ledger.offer_text(condition, || text.to_string()) {
                 out.push(Effect::Notice {
-                    session: name.to_string(),
+                    session: SessionKey {
+                        name: name.to_string(),
+                        lifetime: live.key,
+                    },
                     condition,
                     level: notice_text::level(condition),
-                    text: text.to_string(),
+                    text,
                 });
             }
         }
@@ -919,18 +1086,21 @@ impl Freshness {
 /// a measurable part of the intake cost.
 fn offer(
     sessions: &mut Sessions,
-    key: SessionKey,
+    key: Lifetime,
     condition: NoticeCondition,
     out: &mut Vec<Effect>,
     text: impl FnOnce() -> String,
 ) {
     if let Some((name, live)) = sessions.get_mut(key) {
-        if live.ledger.offer(condition) {
+        if let Some(text) = live.ledger.offer_text(condition, text) {
             out.push(Effect::Notice {
-                session: name.to_string(),
+                session: SessionKey {
+                    name: name.to_string(),
+                    lifetime: key,
+                },
                 condition,
                 level: notice_text::level(condition),
-                text: text(),
+                text,
             });
         }
     }

@@ -17,6 +17,7 @@
 //! let mut machine = Freshness::new(FreshnessPolicy::with_defaults("/home/ann/proj"), None, Millis(0));
 //! machine.handle(Millis(0), Input::SessionStarted {
 //!     session: "s1".into(), instance: "pi-1".into(), reason: SessionStartReason::Startup,
+//!     connection: None, owner: None,
 //! });
 //! machine.handle(Millis(10), Input::ToolCall {
 //!     session: "s1".into(), tool: "edit".into(), paths: vec!["src/main.rs".into()],
@@ -169,13 +170,15 @@ mod tests;
 
 pub use events::{Effect, Input, SyncOutcome, WatcherDecline};
 pub use flight::FlightId;
-pub use machine::Freshness;
+pub use machine::{Freshness, TakenNotice};
 pub use pending_paths::{PendingPaths, MAX_PENDING_PATHS, MAX_PENDING_PATH_BYTES};
 pub use policy::{
-    FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MODIFYING_TOOLS,
-    DEFAULT_SETTLE_MS,
+    FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MIN_SYNC_GAP_MS,
+    DEFAULT_MODIFYING_TOOLS, DEFAULT_SETTLE_MS,
 };
 pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RECORD_VERSION};
-pub use session::{MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS};
+pub use session::{
+    ConnectionId, Lifetime, OwnerPid, SessionKey, MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS,
+};
 pub use time::Millis;
 pub use workspace_path::{PathPlacement, WorkspaceRoot};

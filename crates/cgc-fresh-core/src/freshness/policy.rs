@@ -11,6 +11,10 @@ pub const DEFAULT_MAX_SYNCS_PER_SESSION: u32 = 2;
 pub const DEFAULT_BATCH_MS: u64 = 500;
 /// `freshness.settleMs` default.
 pub const DEFAULT_SETTLE_MS: u64 = 30_000;
+/// `freshness.minSyncGapMs` default: design reference 002 asks for at
+/// least five seconds between the starts of two syncs, so a burst of
+/// follow-ups or retries never runs `cgc` back to back.
+pub const DEFAULT_MIN_SYNC_GAP_MS: u64 = 5_000;
 /// `freshness.modifyingTools` default.
 pub const DEFAULT_MODIFYING_TOOLS: [&str; 5] =
     ["write", "edit", "remove_file", "rename_file", "ctx_patch"];
@@ -29,6 +33,9 @@ pub struct FreshnessPolicy {
     /// `freshness.settleMs`: how long after its call an edit counts as
     /// written when no `tool_result` arrives.
     pub settle_ms: u64,
+    /// `freshness.minSyncGapMs`: the least time between the starts of two
+    /// syncs (automatic or manual, follow-ups and retries included).
+    pub min_sync_gap_ms: u64,
     /// `freshness.modifyingTools`: tool names whose calls edit files (exact,
     /// case-sensitive match, as the harness reports them).
     pub modifying_tools: Vec<String>,
@@ -46,6 +53,7 @@ impl FreshnessPolicy {
             max_syncs_per_session: DEFAULT_MAX_SYNCS_PER_SESSION,
             batch_ms: DEFAULT_BATCH_MS,
             settle_ms: DEFAULT_SETTLE_MS,
+            min_sync_gap_ms: DEFAULT_MIN_SYNC_GAP_MS,
             modifying_tools: DEFAULT_MODIFYING_TOOLS
                 .iter()
                 .map(|tool| tool.to_string())
@@ -71,6 +79,7 @@ mod tests {
         assert_eq!(policy.max_syncs_per_session, 2);
         assert_eq!(policy.batch_ms, 500);
         assert_eq!(policy.settle_ms, 30_000);
+        assert_eq!(policy.min_sync_gap_ms, 5_000);
         assert!(policy.is_modifying("edit"));
         assert!(policy.is_modifying("write"));
         assert!(!policy.is_modifying("bash"));

@@ -152,15 +152,19 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
         0..=3u32,
         0..1_500u64,
         1..4_000u64,
+        prop_oneof![Just(0u64), 1..6_000u64],
     )
         .prop_map(
-            |(auto_sync, max_syncs_per_session, batch_ms, settle_ms)| FreshnessPolicy {
-                auto_sync,
-                max_syncs_per_session,
-                batch_ms,
-                settle_ms,
-                modifying_tools: vec!["edit".into(), "write".into()],
-                workspace_root: "/ws".into(),
+            |(auto_sync, max_syncs_per_session, batch_ms, settle_ms, min_sync_gap_ms)| {
+                FreshnessPolicy {
+                    auto_sync,
+                    max_syncs_per_session,
+                    batch_ms,
+                    settle_ms,
+                    min_sync_gap_ms,
+                    modifying_tools: vec!["edit".into(), "write".into()],
+                    workspace_root: "/ws".into(),
+                }
             },
         )
 }
@@ -214,6 +218,9 @@ struct World {
     epoch_base: u64,
     open: Option<OpenFlight>,
     last_flight: Option<FlightId>,
+    /// When the machine last started a sync (across restarts: the gap is
+    /// a property of the machine's life, reset with it).
+    last_start_at: Option<u64>,
     closed: Vec<FlightId>,
     fresh_basis: Option<usize>,
     spawns: BTreeMap<u64, u32>,
@@ -235,6 +242,7 @@ impl World {
             epoch_base: 0,
             open: None,
             last_flight: None,
+            last_start_at: None,
             closed: Vec::new(),
             fresh_basis: None,
             spawns: BTreeMap::new(),
@@ -310,6 +318,8 @@ impl World {
                     session: name.into(),
                     instance: instance.into(),
                     reason: SessionStartReason::Resume,
+                    connection: None,
+                    owner: None,
                 })
             }
             Op::End { name } => {
@@ -485,12 +495,13 @@ impl World {
         condition: NoticeCondition,
         expect: &mut Expect,
     ) -> Input {
-        if let Some((_, lifetime)) = self.live.get(name) {
-            self.delivered.insert((*lifetime, condition));
+        let lifetime = self.live.get(name).map(|(_, lifetime)| *lifetime);
+        if let Some(lifetime) = lifetime {
+            self.delivered.insert((lifetime, condition));
         }
         expect.silent = true;
         Input::NoticeDelivered {
-            session: name.into(),
+            session: key(name, lifetime),
             condition,
         }
     }
@@ -512,6 +523,12 @@ impl World {
         prop_assert_eq!(self.machine.next_deadline(), None);
         self.live.clear();
         self.ended.clear();
+        // The new machine numbers lifetimes from 1 again; what was kept per
+        // lifetime belonged to the ones that are gone.
+        self.next_lifetime = 0;
+        self.last_start_at = None;
+        self.spawns.clear();
+        self.delivered.clear();
         if let Some(open) = self.open.take() {
             self.closed.push(open.id);
         }
@@ -590,12 +607,23 @@ impl World {
                         "an automatic sync started while a watcher is verifying"
                     );
                     prop_assert!(self.last_flight.is_none_or(|last| *flight > last));
+                    // Design reference 002: two sync starts are at least
+                    // `minSyncGapMs` apart.
+                    prop_assert!(
+                        self.last_start_at
+                            .is_none_or(|last| self.now >= last + self.policy.min_sync_gap_ms),
+                        "a sync started {} ms after the last one (gap {})",
+                        self.now - self.last_start_at.unwrap_or(0),
+                        self.policy.min_sync_gap_ms
+                    );
+                    self.last_start_at = Some(self.now);
                     let payer = if *manual {
                         None
                     } else {
                         prop_assert!(self.policy.auto_sync);
                         let name = session
-                            .as_deref()
+                            .as_ref()
+                            .map(|key| key.name.as_str())
                             .expect("an automatic sync names its payer");
                         let lifetime = self.live.get(name).map(|(_, lifetime)| *lifetime);
                         prop_assert!(lifetime.is_some(), "payer {} is not live", name);
@@ -620,7 +648,7 @@ impl World {
                 } => {
                     let lifetime = self
                         .live
-                        .get(session.as_str())
+                        .get(session.name.as_str())
                         .map(|(_, lifetime)| *lifetime);
                     prop_assert!(
                         lifetime.is_some(),
@@ -650,12 +678,25 @@ impl World {
                     }
                     let name = NAMES
                         .iter()
-                        .find(|name| **name == session.as_str())
+                        .find(|name| **name == session.name.as_str())
                         .copied()
                         .unwrap_or("a");
                     self.emitted.push((name, *condition));
                 }
-                Effect::CancelSync { .. } | Effect::RecordChanged => {}
+                Effect::SessionOpened { session, .. } => {
+                    let lifetime = self
+                        .live
+                        .get(session.name.as_str())
+                        .map(|(_, lifetime)| *lifetime);
+                    prop_assert_eq!(
+                        Some(session.lifetime.get()),
+                        lifetime,
+                        "opened a lifetime the shadow does not know"
+                    );
+                }
+                Effect::CancelSync { .. }
+                | Effect::SessionClosed { .. }
+                | Effect::RecordChanged => {}
             }
         }
 
@@ -702,7 +743,7 @@ impl World {
         for name in NAMES {
             let lifetime = self.live.get(name).map(|(_, lifetime)| *lifetime);
             prop_assert_eq!(
-                self.machine.watcher_attempt_allowed(name),
+                self.machine.watcher_attempt_allowed(&key(name, lifetime)),
                 self.watcher.may_attempt(lifetime)
             );
         }
@@ -753,5 +794,14 @@ proptest! {
         for (dt, op) in steps {
             world.step(dt, op)?;
         }
+    }
+}
+
+/// The key of `name`'s lifetime as the shadow numbers them (the machine
+/// numbers them the same way, from 1); `None` gives one that is not current.
+fn key(name: &str, lifetime: Option<u64>) -> SessionKey {
+    SessionKey {
+        name: name.to_owned(),
+        lifetime: Lifetime::new(lifetime.unwrap_or(0)),
     }
 }

@@ -15,15 +15,19 @@ fn policy() -> FreshnessPolicy {
         max_syncs_per_session: 2,
         batch_ms: 500,
         settle_ms: 30_000,
+        // The scenarios below are about other rules; the gap has its own.
+        min_sync_gap_ms: 0,
         modifying_tools: vec!["edit".into(), "write".into()],
         workspace_root: ROOT.into(),
     }
 }
 
-/// A machine with a hand-moved clock.
+/// A machine with a hand-moved clock. It remembers the last lifetime each
+/// session name was opened with, as a shell holds on to a [`SessionKey`].
 struct Bench {
     machine: Freshness,
     now: u64,
+    keys: std::collections::HashMap<String, SessionKey>,
 }
 
 impl Bench {
@@ -35,6 +39,7 @@ impl Bench {
         Bench {
             machine: Freshness::new(policy, None, Millis(0)),
             now: 0,
+            keys: std::collections::HashMap::new(),
         }
     }
 
@@ -44,7 +49,22 @@ impl Bench {
     }
 
     fn send(&mut self, input: Input) -> Vec<Effect> {
-        self.machine.handle(Millis(self.now), input)
+        let effects = self.machine.handle(Millis(self.now), input);
+        for effect in &effects {
+            if let Effect::SessionOpened { session, .. } = effect {
+                self.keys.insert(session.name.clone(), session.clone());
+            }
+        }
+        effects
+    }
+
+    /// The lifetime `session` was last opened with (an implicit one, started
+    /// by an edit, is looked up live).
+    fn key(&self, session: &str) -> SessionKey {
+        self.machine
+            .current_lifetime(session)
+            .or_else(|| self.keys.get(session).cloned())
+            .unwrap_or_else(|| panic!("no lifetime of {session} was ever seen"))
     }
 
     fn start(&mut self, session: &str) -> Vec<Effect> {
@@ -65,6 +85,8 @@ impl Bench {
             session: session.into(),
             instance: instance.into(),
             reason,
+            connection: None,
+            owner: None,
         })
     }
 
@@ -121,10 +143,8 @@ impl Bench {
     }
 
     fn deliver(&mut self, session: &str, condition: NoticeCondition) -> Vec<Effect> {
-        self.send(Input::NoticeDelivered {
-            session: session.into(),
-            condition,
-        })
+        let session = self.key(session);
+        self.send(Input::NoticeDelivered { session, condition })
     }
 
     fn status(&self) -> FreshnessStatus {
@@ -165,7 +185,7 @@ fn notices(effects: &[Effect]) -> Vec<(String, NoticeCondition)> {
         .filter_map(|effect| match effect {
             Effect::Notice {
                 session, condition, ..
-            } => Some((session.clone(), *condition)),
+            } => Some((session.name.clone(), *condition)),
             _ => None,
         })
         .collect()
@@ -332,7 +352,7 @@ fn first_drift_triggers_a_background_sync() {
     let flight = started(&effects).unwrap();
     assert!(effects.contains(&Effect::StartSync {
         flight,
-        session: Some("s1".into()),
+        session: Some(bench.key("s1")),
         manual: false,
     }));
     assert_eq!(bench.status(), FreshnessStatus::Syncing);
@@ -555,12 +575,16 @@ fn notices_stay_out_of_the_agent_prompt() {
                 level,
                 text,
             } => {
-                assert_eq!(session, "s1");
+                assert_eq!(session.name, "s1");
                 assert_eq!(*level, notice_text::level(*condition));
                 assert!(text.contains(ROOT), "{text}");
                 seen.push(*condition);
             }
-            Effect::StartSync { .. } | Effect::CancelSync { .. } | Effect::RecordChanged => {}
+            Effect::StartSync { .. }
+            | Effect::CancelSync { .. }
+            | Effect::SessionOpened { .. }
+            | Effect::SessionClosed { .. }
+            | Effect::RecordChanged => {}
         }
     }
     for condition in [
@@ -608,7 +632,7 @@ fn a_resumed_session_marks_drift() {
     let effects = bench.at(1_500).wake();
     assert!(effects.contains(&Effect::StartSync {
         flight: FlightId(1),
-        session: Some("s1".into()),
+        session: Some(bench.key("s1")),
         manual: false
     }));
 
@@ -648,7 +672,7 @@ fn the_sync_budget_rearms_per_session() {
     let effects = bench.at(12_500).wake();
     assert!(effects.contains(&Effect::StartSync {
         flight: FlightId(2),
-        session: Some("s2".into()),
+        session: Some(bench.key("s2")),
         manual: false
     }));
 
@@ -667,9 +691,13 @@ fn the_sync_budget_rearms_per_session() {
 #[test]
 fn same_api_re_registration_adds_no_duplicate_handler() {
     let mut bench = Bench::new();
+    let opened = bench.start_as("s1", "pi-1", SessionStartReason::Startup);
     assert_eq!(
-        bench.start_as("s1", "pi-1", SessionStartReason::Startup),
-        []
+        opened,
+        [Effect::SessionOpened {
+            session: bench.key("s1"),
+            reattached: false
+        }]
     );
     bench.at(1_000).settled_edit("s1", "a.rs");
     let flight = started(&bench.at(1_500).wake()).unwrap();
@@ -789,10 +817,18 @@ fn a_session_ending_cancels_its_automatic_sync_and_its_completion_is_stale() {
     let flight = started(&bench.at(1_500).wake()).unwrap();
     bench.spawned(flight);
 
+    let key = bench.key("s1");
     let effects = bench.at(1_700).end("s1");
     assert_eq!(
         effects,
-        [Effect::CancelSync { flight }, Effect::RecordChanged]
+        [
+            Effect::CancelSync { flight },
+            Effect::SessionClosed {
+                session: key,
+                detached: false
+            },
+            Effect::RecordChanged
+        ]
     );
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale, "no claim");
     assert_eq!(
@@ -820,7 +856,15 @@ fn a_manual_sync_is_not_tied_to_its_session() {
     bench.start("s1");
     bench.start("s2");
     let flight = started(&bench.at(100).request(Some("s1"))).unwrap();
-    assert_eq!(bench.at(200).end("s1"), []);
+    let key = bench.key("s1");
+    assert_eq!(
+        bench.at(200).end("s1"),
+        [Effect::SessionClosed {
+            session: key,
+            detached: false
+        }],
+        "nothing but the session's own cleanup"
+    );
     let effects = bench.at(300).finish(flight, SyncOutcome::Succeeded);
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
     assert_eq!(
@@ -855,7 +899,7 @@ fn inputs_naming_an_ended_session_change_nothing() {
             session: Some("s1".into()),
         },
         Input::NoticeDelivered {
-            session: "s1".into(),
+            session: bench.key("s1"),
             condition: NoticeCondition::PossiblyStale,
         },
         Input::SessionEnded {
@@ -865,7 +909,11 @@ fn inputs_naming_an_ended_session_change_nothing() {
             session: "s1".into(),
             instance: "pi-s1".into(),
             reason: SessionStartReason::Reload,
+            connection: None,
+            owner: None,
         },
+        Input::OwnerExited { pid: 77 },
+        Input::ConnectionClosed { connection: 7 },
     ] {
         assert_eq!(bench.at(200).send(input.clone()), [], "{input:?}");
     }
@@ -978,7 +1026,7 @@ fn an_edit_unsettled_at_the_start_is_not_fresh() {
     let flight = started(&effects).expect("a manual sync starts at once");
     assert!(effects.contains(&Effect::StartSync {
         flight,
-        session: Some("s1".into()),
+        session: Some(bench.key("s1")),
         manual: true
     }));
     bench.at(1_300).result("s1");
@@ -997,7 +1045,7 @@ fn an_edit_unsettled_at_the_start_is_not_fresh() {
     let follow_up = started(&effects).expect("one automatic follow-up, due already");
     assert!(effects.contains(&Effect::StartSync {
         flight: follow_up,
-        session: Some("s1".into()),
+        session: Some(bench.key("s1")),
         manual: false
     }));
     bench.at(3_000).finish(follow_up, SyncOutcome::Succeeded);
@@ -1197,7 +1245,7 @@ fn a_thousand_requests_after_an_edit_during_a_flight_start_one_follow_up() {
     let follow_up = started(&effects).expect("one follow-up");
     assert!(effects.contains(&Effect::StartSync {
         flight: follow_up,
-        session: Some("s1".into()),
+        session: Some(bench.key("s1")),
         manual: true
     }));
     let effects = bench.at(3_000).finish(follow_up, SyncOutcome::Succeeded);
@@ -1298,7 +1346,7 @@ fn the_latest_editor_pays_for_the_automatic_sync() {
     let effects = bench.at(1_500).wake();
     assert!(effects.contains(&Effect::StartSync {
         flight: FlightId(1),
-        session: Some("s2".into()),
+        session: Some(bench.key("s2")),
         manual: false
     }));
     bench.spawned(FlightId(1));
@@ -1393,39 +1441,44 @@ const WATCHER_PID: u32 = 900;
 
 impl Bench {
     fn watcher_started(&mut self, session: &str, mode: WatchMode) -> Vec<Effect> {
+        let session = self.key(session);
         self.send(Input::WatcherStarted {
-            session: session.into(),
+            session,
             mode,
             pid: WATCHER_PID,
         })
     }
 
     fn watcher_verified(&mut self, session: &str) -> Vec<Effect> {
+        let session = self.key(session);
         self.send(Input::WatcherVerified {
-            session: session.into(),
+            session,
             pid: WATCHER_PID,
         })
     }
 
     fn watcher_failed(&mut self, session: &str, error: &str) -> Vec<Effect> {
+        let session = self.key(session);
         self.send(Input::WatcherFailed {
-            session: session.into(),
+            session,
             pid: WATCHER_PID,
             error: error.into(),
         })
     }
 
     fn watcher_died(&mut self, session: &str, error: &str) -> Vec<Effect> {
+        let session = self.key(session);
         self.send(Input::WatcherDied {
-            session: session.into(),
+            session,
             pid: WATCHER_PID,
             error: error.into(),
         })
     }
 
     fn watcher_stopped(&mut self, session: &str) -> Vec<Effect> {
+        let session = self.key(session);
         self.send(Input::WatcherStopped {
-            session: session.into(),
+            session,
             pid: WATCHER_PID,
         })
     }
@@ -1589,9 +1642,10 @@ fn a_failed_verification_without_edits_is_the_not_verified_state() {
 fn watcher_start_blocked_by_lock() {
     let mut bench = Bench::new();
     bench.start("s1");
-    assert!(bench.machine.watcher_attempt_allowed("s1"));
+    assert!(bench.machine.watcher_attempt_allowed(&bench.key("s1")));
+    let key = bench.key("s1");
     let effects = bench.at(100).send(Input::WatcherBusy {
-        session: "s1".into(),
+        session: key,
         mode: WatchMode::On,
         holder: "pid 4242: cgc mcp start".into(),
     });
@@ -1603,7 +1657,10 @@ fn watcher_start_blocked_by_lock() {
     assert!(notice_text(&effects, NoticeCondition::WatcherSkippedBusy)
         .contains("pid 4242: cgc mcp start"));
     assert_eq!(bench.watcher_state().as_deref(), Some("skipped_busy"));
-    assert!(!bench.machine.watcher_attempt_allowed("s1"), "one attempt");
+    assert!(
+        !bench.machine.watcher_attempt_allowed(&bench.key("s1")),
+        "one attempt"
+    );
     assert_eq!(
         bench.at(200).watcher_started("s1", WatchMode::On),
         [],
@@ -1627,8 +1684,9 @@ fn watcher_start_blocked_by_lock() {
 fn a_spawn_failure_is_not_verified() {
     let mut bench = Bench::new();
     bench.start("s1");
+    let key = bench.key("s1");
     let effects = bench.at(100).send(Input::WatcherSpawnFailed {
-        session: "s1".into(),
+        session: key,
         mode: WatchMode::On,
         error: "cgc not found on PATH".into(),
     });
@@ -1637,7 +1695,7 @@ fn a_spawn_failure_is_not_verified() {
         notices(&effects),
         [pair("s1", NoticeCondition::WatcherNotVerified)]
     );
-    assert!(!bench.machine.watcher_attempt_allowed("s1"));
+    assert!(!bench.machine.watcher_attempt_allowed(&bench.key("s1")));
 }
 
 #[test]
@@ -1689,7 +1747,7 @@ fn a_verified_watcher_dying_drops_to_possibly_stale_at_once() {
         [pair("s1", NoticeCondition::PossiblyStale)]
     );
     assert!(
-        !bench.machine.watcher_attempt_allowed("s1"),
+        !bench.machine.watcher_attempt_allowed(&bench.key("s1")),
         "not retried until the next session"
     );
 }
@@ -1725,20 +1783,20 @@ fn session_ended_during_verification_makes_a_later_verification_stale() {
     let record = bench.machine.record().clone();
     for input in [
         Input::WatcherVerified {
-            session: "s1".into(),
+            session: bench.key("s1"),
             pid: WATCHER_PID,
         },
         Input::WatcherFailed {
-            session: "s1".into(),
+            session: bench.key("s1"),
             pid: WATCHER_PID,
             error: "killed".into(),
         },
         Input::WatcherStopped {
-            session: "s1".into(),
+            session: bench.key("s1"),
             pid: WATCHER_PID,
         },
         Input::WatcherDeclined {
-            session: "s1".into(),
+            session: bench.key("s1"),
             reason: WatcherDecline::Unindexed,
         },
     ] {
@@ -1752,16 +1810,16 @@ fn session_ended_during_verification_makes_a_later_verification_stale() {
     bench
         .at(2_000)
         .start_as("s1", "pi-new", SessionStartReason::Resume);
-    assert!(bench.machine.watcher_attempt_allowed("s1"));
+    assert!(bench.machine.watcher_attempt_allowed(&bench.key("s1")));
     bench.send(Input::WatcherStarted {
-        session: "s1".into(),
+        session: bench.key("s1"),
         mode: WatchMode::On,
         pid: 901,
     });
     assert_eq!(bench.at(2_100).watcher_verified("s1"), []);
     assert!(!bench.machine.watcher_owns_freshness());
     bench.send(Input::WatcherVerified {
-        session: "s1".into(),
+        session: bench.key("s1"),
         pid: 901,
     });
     assert!(bench.machine.watcher_owns_freshness());
@@ -1784,7 +1842,7 @@ fn a_verified_watcher_whose_session_ends_leaves_possibly_stale() {
         "the stop report after the end changes nothing"
     );
     // The live session is back on lazy mode; it may make its own attempt.
-    assert!(bench.machine.watcher_attempt_allowed("s2"));
+    assert!(bench.machine.watcher_attempt_allowed(&bench.key("s2")));
     bench.at(6_000).settled_edit("s2", "a.rs");
     assert!(started(&bench.at(6_500).wake()).is_some());
 }
@@ -1866,15 +1924,16 @@ fn one_watcher_attempt_per_session_and_one_watcher_per_workspace() {
     let mut bench = Bench::new();
     bench.start("s1");
     bench.start("s2");
-    assert!(!bench.machine.watcher_attempt_allowed("ghost"));
+    assert!(bench.machine.current_lifetime("ghost").is_none());
     bench.at(100).watcher_started("s1", WatchMode::On);
     assert!(
-        !bench.machine.watcher_attempt_allowed("s2"),
+        !bench.machine.watcher_attempt_allowed(&bench.key("s2")),
         "a watcher already runs"
     );
+    let key = bench.key("s2");
     assert_eq!(
         bench.at(200).send(Input::WatcherBusy {
-            session: "s2".into(),
+            session: key,
             mode: WatchMode::On,
             holder: "pid 900: cgc watch .".into(),
         }),
@@ -1882,22 +1941,22 @@ fn one_watcher_attempt_per_session_and_one_watcher_per_workspace() {
         "an attempt that may not be made is ignored"
     );
     bench.at(300).watcher_failed("s1", "exit status 1");
-    assert!(!bench.machine.watcher_attempt_allowed("s1"));
-    assert!(bench.machine.watcher_attempt_allowed("s2"));
+    assert!(!bench.machine.watcher_attempt_allowed(&bench.key("s1")));
+    assert!(bench.machine.watcher_attempt_allowed(&bench.key("s2")));
     // A report about another pid than the running watcher is stale.
     let mut bench = Bench::new();
     bench.start("s1");
     bench.watcher_started("s1", WatchMode::On);
     assert_eq!(
         bench.send(Input::WatcherVerified {
-            session: "s1".into(),
+            session: bench.key("s1"),
             pid: 1
         }),
         []
     );
     assert_eq!(
         bench.send(Input::WatcherDied {
-            session: "s1".into(),
+            session: bench.key("s1"),
             pid: 1,
             error: "x".into()
         }),
@@ -1910,8 +1969,9 @@ fn one_watcher_attempt_per_session_and_one_watcher_per_workspace() {
 fn a_declined_watcher_leaves_the_status_and_says_why() {
     let mut bench = fresh_bench();
     let answer = "kuzudb (environment DEFAULT_DATABASE)";
+    let key = bench.key("s1");
     let effects = bench.at(6_000).send(Input::WatcherDeclined {
-        session: "s1".into(),
+        session: key,
         reason: WatcherDecline::Backend(answer.into()),
     });
     assert_eq!(bench.status(), FreshnessStatus::Fresh, "nothing ran");
@@ -1925,12 +1985,12 @@ fn a_declined_watcher_leaves_the_status_and_says_why() {
         (watcher.mode.as_str(), watcher.state.as_str()),
         ("auto", "declined_backend")
     );
-    assert!(!bench.machine.watcher_attempt_allowed("s1"));
+    assert!(!bench.machine.watcher_attempt_allowed(&bench.key("s1")));
 
     let mut bench = Bench::new();
     bench.start("s1");
     let effects = bench.send(Input::WatcherDeclined {
-        session: "s1".into(),
+        session: bench.key("s1"),
         reason: WatcherDecline::Unindexed,
     });
     assert_eq!(bench.status(), FreshnessStatus::Unknown);
@@ -1954,4 +2014,183 @@ fn a_restart_forgets_the_watcher() {
     assert_eq!(machine.record().status, FreshnessStatus::Unknown);
     assert_eq!(machine.record().watcher, None);
     assert!(!machine.watcher_owns_freshness());
+}
+
+// ---- lifetimes: detach, re-attach, replacement -------------------------
+
+impl Bench {
+    fn start_over(&mut self, session: &str, instance: &str, connection: u64) -> Vec<Effect> {
+        self.send(Input::SessionStarted {
+            session: session.into(),
+            instance: instance.into(),
+            reason: SessionStartReason::Startup,
+            connection: Some(connection),
+            owner: None,
+        })
+    }
+
+    fn close_connection(&mut self, connection: u64) -> Vec<Effect> {
+        self.send(Input::ConnectionClosed { connection })
+    }
+}
+
+#[test]
+fn a_dropped_connection_detaches_its_session_and_a_replay_carries_on_with_budget_and_notices() {
+    let mut bench = Bench::new();
+    bench.start_over("s1", "pi-1", 1);
+    let key = bench.key("s1");
+    let effects = bench.at(100).settled_edit("s1", "a.rs");
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::PossiblyStale)]
+    );
+    bench.deliver("s1", NoticeCondition::PossiblyStale);
+    bench.sync_to_success();
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(1));
+    // The connection drops: the lifetime's work stops, the lifetime stays.
+    let effects = bench.at(5_000).close_connection(1);
+    assert_eq!(
+        effects,
+        [Effect::SessionClosed {
+            session: key.clone(),
+            detached: true
+        }]
+    );
+    assert!(!bench.machine.is_live("s1"));
+    // An edit under the name before the replay still counts (never a
+    // false fresh) but opens nothing for the detached lifetime.
+    let effects = bench.at(5_100).settled_edit("s1", "b.rs");
+    assert_eq!(notices(&effects), []);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.next_deadline(), None, "nobody pays");
+    // The harness reconnects and replays its session_start.
+    let effects = bench.at(6_000).start_over("s1", "pi-1", 2);
+    assert_eq!(
+        effects[0],
+        Effect::SessionOpened {
+            session: key.clone(),
+            reattached: true
+        }
+    );
+    assert_eq!(bench.key("s1"), key, "the same lifetime");
+    assert_eq!(bench.machine.carriers(&key), [2]);
+    // The drift it missed is synced, paid from the same budget.
+    let flight = bench.sync_to_success();
+    assert!(flight.get() > 1);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(2));
+    // The staleness notice was delivered in this lifetime: not again.
+    let effects = bench.at(20_000).settled_edit("s1", "c.rs");
+    assert_eq!(notices(&effects), []);
+}
+
+#[test]
+fn a_second_connection_of_the_same_instance_keeps_the_session_attached() {
+    let mut bench = Bench::new();
+    bench.start_over("s1", "pi-1", 1);
+    bench.start_over("s1", "pi-1", 2);
+    assert_eq!(bench.at(100).close_connection(1), []);
+    assert!(bench.machine.is_live("s1"));
+    assert_eq!(bench.machine.carriers(&bench.key("s1")), [2]);
+}
+
+#[test]
+fn a_replacement_closes_the_old_lifetime_and_a_late_close_of_its_connection_changes_nothing() {
+    let mut bench = Bench::new();
+    bench.start_over("s1", "pi-1", 1);
+    let old = bench.key("s1");
+    let effects = bench.at(100).start_over("s1", "pi-2", 2);
+    let new = bench.key("s1");
+    assert_ne!(old, new);
+    assert_eq!(
+        effects,
+        [
+            Effect::SessionClosed {
+                session: old,
+                detached: false
+            },
+            Effect::SessionOpened {
+                session: new.clone(),
+                reattached: false
+            }
+        ]
+    );
+    // The old connection closes later: the new lifetime is untouched.
+    assert_eq!(bench.at(200).close_connection(1), []);
+    assert!(bench.machine.is_live("s1"));
+    assert_eq!(bench.key("s1"), new);
+    bench.at(300).settled_edit("s1", "a.rs");
+    assert!(
+        bench.machine.next_deadline().is_some(),
+        "auto-sync still armed"
+    );
+}
+
+#[test]
+fn a_notice_delivered_to_a_replaced_lifetime_does_not_spend_its_successors() {
+    let mut bench = Bench::new();
+    bench.start_over("s1", "pi-1", 1);
+    let old = bench.key("s1");
+    bench.at(100).start_over("s1", "pi-2", 2);
+    bench.send(Input::NoticeDelivered {
+        session: old,
+        condition: NoticeCondition::PossiblyStale,
+    });
+    let effects = bench.at(200).settled_edit("s1", "a.rs");
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::PossiblyStale)]
+    );
+}
+
+#[test]
+fn a_detached_lifetime_makes_room_when_the_table_is_full() {
+    let mut bench = Bench::new();
+    for n in 0..MAX_LIVE_SESSIONS as u64 {
+        bench.start_over(&format!("s{n}"), "pi", n);
+    }
+    assert!(!bench.machine.admits_session("new", "pi"));
+    bench.close_connection(5);
+    assert!(bench.machine.admits_session("new", "pi"));
+    let effects = bench.at(100).start_over("new", "pi", 9_999);
+    assert!(effects.contains(&Effect::SessionClosed {
+        session: bench.key("s5"),
+        detached: false
+    }));
+    assert!(bench.machine.is_live("new"));
+    // Ended, not detached: its replay is a late duplicate.
+    bench.start_over("s5", "pi", 5);
+    assert!(!bench.machine.is_live("s5"));
+}
+
+#[test]
+fn two_sync_starts_are_at_least_the_minimum_gap_apart() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        min_sync_gap_ms: 5_000,
+        max_syncs_per_session: 10,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let first = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(first);
+    // An edit during the sync makes its success a follow-up case.
+    bench.at(1_600).settled_edit("s1", "b.rs");
+    let effects = bench.at(2_000).finish(first, SyncOutcome::Succeeded);
+    assert_eq!(started(&effects), None, "the follow-up waits for the gap");
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(6_500)));
+    assert_eq!(started(&bench.at(6_499).wake()), None);
+    let follow_up = started(&bench.at(6_500).wake()).unwrap();
+    // A failure's retry waits too, and so does a person's request.
+    bench.spawned(follow_up);
+    bench.at(7_000).finish(
+        follow_up,
+        SyncOutcome::Failed {
+            error: "exit 1".into(),
+        },
+    );
+    let effects = bench.at(7_100).request(None);
+    assert_eq!(started(&effects), None);
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(11_500)));
+    assert!(started(&bench.at(11_500).wake()).is_some());
 }

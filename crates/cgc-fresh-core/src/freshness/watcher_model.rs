@@ -19,6 +19,7 @@ use cgc_fresh_proto::NoticeCondition;
 
 use super::events::{Input, WatcherDecline};
 use super::record::WatcherRecord;
+use super::session::{Lifetime, SessionKey};
 use crate::config::WatchMode;
 
 /// A report of the watcher supervisor.
@@ -140,7 +141,11 @@ impl WatcherModel {
         right_pid: bool,
         mode: WatchMode,
     ) -> (Input, WatcherVerdict) {
-        let session = name.to_owned();
+        // Lifetimes are numbered from 1, so 0 names none that is current.
+        let session = SessionKey {
+            name: name.to_owned(),
+            lifetime: Lifetime::new(lifetime.unwrap_or(0)),
+        };
         let opener = lifetime.filter(|_| self.may_attempt(lifetime));
         let pid = match self.running {
             Some(watcher) if right_pid => watcher.pid,
@@ -165,7 +170,7 @@ impl WatcherModel {
                         verdict.notice = attempt_notice(kind);
                     }
                 }
-                self.attempt_input(kind, name, opener, mode)
+                self.attempt_input(kind, name, session, opener, mode)
             }
             WatcherReport::Verified => {
                 match &mut self.running {
@@ -222,10 +227,10 @@ impl WatcherModel {
         &mut self,
         kind: WatcherReport,
         name: &'static str,
+        session: SessionKey,
         opener: Option<u64>,
         mode: WatchMode,
     ) -> Input {
-        let session = name.to_owned();
         match kind {
             WatcherReport::Started => {
                 self.last_pid = self.last_pid.wrapping_add(1);

@@ -7,13 +7,13 @@
 
 use crate::config::WatchMode;
 
-use super::session::SessionKey;
+use super::session::Lifetime;
 
 /// A watcher process that exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RunningWatcher {
     /// The session lifetime that started it.
-    pub(crate) owner: SessionKey,
+    pub(crate) owner: Lifetime,
     pub(crate) mode: WatchMode,
     pub(crate) pid: u32,
 }

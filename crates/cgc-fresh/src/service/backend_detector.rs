@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
+use cgc_fresh_core::freshness::SessionKey;
 use cgc_fresh_core::watcher::backend::{decide, from_global_args, from_runtime_env, BackendAnswer};
 
 use crate::process::spawn::ChildKind;
@@ -24,7 +25,7 @@ use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct DetectBackend {
-    pub session: String,
+    pub session: SessionKey,
     pub reply_to: Recipient<BackendDetected>,
 }
 
@@ -32,9 +33,15 @@ pub struct DetectBackend {
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct BackendDetected {
-    pub session: String,
+    pub session: SessionKey,
     pub answer: BackendAnswer,
 }
+
+/// A session lifetime's work stopped: its answer (and a wait for one) is
+/// dropped, so the cache holds only live lifetimes.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ForgetBackend(pub SessionKey);
 
 /// New settings (reload).
 #[derive(Message)]
@@ -46,14 +53,14 @@ struct Probe {
     output: Vec<String>,
     timer: Option<SpawnHandle>,
     timed_out: bool,
-    waiting: Vec<(String, Recipient<BackendDetected>)>,
+    waiting: Vec<(SessionKey, Recipient<BackendDetected>)>,
 }
 
 pub struct BackendDetector {
     home: PathBuf,
     settings: Settings,
     supervisor: Addr<RootSupervisor>,
-    cache: HashMap<String, BackendAnswer>,
+    cache: HashMap<SessionKey, BackendAnswer>,
     probe: Option<Probe>,
 }
 
@@ -69,7 +76,12 @@ impl BackendDetector {
         }
     }
 
-    fn answer(&mut self, session: String, answer: BackendAnswer, to: &Recipient<BackendDetected>) {
+    fn answer(
+        &mut self,
+        session: SessionKey,
+        answer: BackendAnswer,
+        to: &Recipient<BackendDetected>,
+    ) {
         tracing::info!(event = "backend_detected", session = %session, backend = %answer);
         self.cache.insert(session.clone(), answer.clone());
         to.do_send(BackendDetected { session, answer });
@@ -91,6 +103,16 @@ impl BackendDetector {
 
 impl Actor for BackendDetector {
     type Context = Context<Self>;
+}
+
+impl Handler<ForgetBackend> for BackendDetector {
+    type Result = ();
+    fn handle(&mut self, msg: ForgetBackend, _: &mut Self::Context) {
+        self.cache.remove(&msg.0);
+        if let Some(probe) = self.probe.as_mut() {
+            probe.waiting.retain(|(session, _)| *session != msg.0);
+        }
+    }
 }
 
 impl Handler<DetectBackend> for BackendDetector {

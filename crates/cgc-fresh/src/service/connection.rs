@@ -1,7 +1,7 @@
 //! `Connection`: one actor per client socket.
 //!
-//! It owns the framing (a bounded JSON-lines codec), the peer check, the
-//! sessions this client started, and what is queued for the client: its own
+//! It owns the framing (a bounded JSON-lines codec), the peer check, and
+//! what is queued for the client: its own
 //! writer over an [`OutQueue`], so that what waits for a client is counted
 //! and bounded (`outbox.rs` has the rules and why). Every decoded frame goes
 //! to the workspace actor with an [`Outlet`] for the reply; bad input is
@@ -16,7 +16,6 @@
 //! bound for [`SLOW_SUBSCRIBER_GRACE`] is disconnected with an `error`
 //! frame saying why.
 
-use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -46,8 +45,6 @@ pub struct Connection {
     conn: ConnId,
     peer: Peer,
     workspace: Addr<WorkspaceActor>,
-    /// Sessions started over this connection and not yet shut down.
-    sessions: BTreeSet<String>,
     /// What is queued for this client, shared with everyone who sends to it.
     outbox: Arc<Outbox>,
     /// Given to the workspace with each request, for the reply.
@@ -100,7 +97,6 @@ impl Connection {
                 conn,
                 peer,
                 workspace,
-                sessions: BTreeSet::new(),
                 outbox,
                 outlet,
                 queue: OutQueue::default(),
@@ -277,15 +273,10 @@ impl Connection {
     }
 
     fn route(&mut self, envelope: Envelope<ClientFrame>) {
-        match &envelope.frame {
-            ClientFrame::SessionStart(start) => {
-                self.sessions.insert(start.session.clone());
-            }
-            ClientFrame::SessionShutdown(shutdown) => {
-                self.sessions.remove(&shutdown.session);
-            }
-            ClientFrame::Subscribe => self.subscribed = true,
-            _ => {}
+        // Which sessions this connection carries is the freshness
+        // machine's to know (it decides detach and re-attach).
+        if envelope.frame == ClientFrame::Subscribe {
+            self.subscribed = true;
         }
         self.workspace.do_send(FromClient {
             conn: self.conn,
@@ -332,12 +323,12 @@ impl Actor for Connection {
 
     fn stopped(&mut self, _: &mut Self::Context) {
         self.outbox.close();
-        let sessions: Vec<String> = std::mem::take(&mut self.sessions).into_iter().collect();
-        tracing::info!(event = "connection_closed", conn = self.conn, peer_pid = self.peer.pid, open_sessions = ?sessions);
-        self.workspace.do_send(ConnectionClosed {
-            conn: self.conn,
-            sessions,
-        });
+        tracing::info!(
+            event = "connection_closed",
+            conn = self.conn,
+            peer_pid = self.peer.pid
+        );
+        self.workspace.do_send(ConnectionClosed { conn: self.conn });
     }
 }
 

@@ -47,6 +47,21 @@ impl NoticeHub {
     /// returns how many had it queued. A subscriber whose connection is gone
     /// or being disconnected is dropped here.
     pub fn broadcast(&mut self, frame: &Envelope<ServerFrame>) -> usize {
+        self.deliver(frame, |_| true)
+    }
+
+    /// [`NoticeHub::broadcast`], counting only the connections in
+    /// `counted` (a notice's own session's carriers): every subscriber gets
+    /// a copy, but a notice is spent only when it reached its session.
+    pub fn broadcast_counting(
+        &mut self,
+        frame: &Envelope<ServerFrame>,
+        counted: &[ConnId],
+    ) -> usize {
+        self.deliver(frame, |conn| counted.contains(&conn))
+    }
+
+    fn deliver(&mut self, frame: &Envelope<ServerFrame>, counts: impl Fn(ConnId) -> bool) -> usize {
         let kind = match frame.frame {
             ServerFrame::Notice(_) => FrameKind::Notice,
             ServerFrame::State(_) if frame.id.is_none() => FrameKind::State,
@@ -58,9 +73,11 @@ impl NoticeHub {
         let bytes = Bytes::from(encode_server_frame(frame));
         let mut delivered = 0;
         self.subscribers
-            .retain(|_, to| match to.offer(kind, &bytes) {
+            .retain(|conn, to| match to.offer(kind, &bytes) {
                 Offer::Queued => {
-                    delivered += 1;
+                    if counts(*conn) {
+                        delivered += 1;
+                    }
                     true
                 }
                 Offer::NotQueued => false,

@@ -147,13 +147,13 @@ pub struct ConnectionOpened {
     pub conn: ConnId,
 }
 
-/// A connection closed; `sessions` are the sessions it started and did not
-/// shut down (a harness that vanished without `session_shutdown`).
+/// A connection closed. Sessions it was the last carrier of are detached
+/// by the freshness machine (a harness that vanished without
+/// `session_shutdown` stops its work; a replay takes the session up again).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct ConnectionClosed {
     pub conn: ConnId,
-    pub sessions: Vec<String>,
 }
 
 /// Re-read the configuration (SIGHUP).

@@ -30,6 +30,7 @@ mod last_resort;
 mod listener;
 mod messages;
 mod outbox;
+mod owner_watch;
 mod signals;
 mod socket_guard;
 mod store;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
-use cgc_fresh_core::freshness::{FlightId, SyncOutcome};
+use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
     classify_sync_exit, is_index_skip_line, list_argv, listing_mentions_workspace, sync_argv,
     SyncRunFacts,
@@ -28,7 +28,7 @@ use crate::supervisor::{ChildEvent, InterruptChild, RootSupervisor, SpawnChild, 
 #[rtype(result = "()")]
 pub struct RunSync {
     pub flight: FlightId,
-    pub session: Option<String>,
+    pub session: Option<SessionKey>,
 }
 
 /// Stop a running sync (its session ended); it reports `Cancelled`.
@@ -43,10 +43,10 @@ pub struct CancelRun {
 #[rtype(result = "()")]
 pub struct UseSettings(pub Settings);
 
-/// A session ended: forget its consent answer.
+/// A session lifetime's work stopped: forget its consent answer.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct ForgetSession(pub String);
+pub struct ForgetSession(pub SessionKey);
 
 /// What happened to a flight, for the workspace actor.
 #[derive(Message, Debug, Clone)]
@@ -92,7 +92,7 @@ enum EndRequest {
 
 struct Run {
     flight: FlightId,
-    session: Option<String>,
+    session: Option<SessionKey>,
     phase: Phase,
     facts: SyncRunFacts,
     /// What was asked of the child so far (sent once its id is known).
@@ -112,7 +112,7 @@ pub struct SyncRunner {
     run: Option<Run>,
     /// Sessions for which a listing showed the workspace is not indexed
     /// (asked at most once per session, as the consent rule says).
-    known_unindexed: BTreeSet<Option<String>>,
+    known_unindexed: BTreeSet<Option<SessionKey>>,
     known_indexed: bool,
 }
 

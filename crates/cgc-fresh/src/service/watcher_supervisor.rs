@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::{Settings, WatchMode};
+use cgc_fresh_core::freshness::SessionKey;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_core::watcher::gate::{gate, GateDecision};
 
@@ -41,14 +42,16 @@ use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild};
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct SessionBegan {
-    pub session: String,
+    pub session: SessionKey,
 }
 
-/// A session ended; its watcher is being stopped by the supervisor.
+/// A session lifetime's work stopped (it ended or was detached); its
+/// watcher is being stopped by the supervisor, and what is kept for the
+/// lifetime here is dropped.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct SessionGone {
-    pub session: String,
+    pub session: SessionKey,
 }
 
 /// New settings (reload); the next attempt uses them.
@@ -60,7 +63,7 @@ pub struct WatcherSettings(pub Settings);
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct WatcherReport {
-    pub session: String,
+    pub session: SessionKey,
     pub event: WatcherEvent,
     pub backend: Option<BackendAnswer>,
 }
@@ -79,7 +82,7 @@ pub enum WatcherEvent {
 }
 
 struct Running {
-    session: String,
+    session: SessionKey,
     child: Option<u64>,
     pid: Option<u32>,
     verified: bool,
@@ -95,8 +98,13 @@ pub struct WatcherSupervisor {
     supervisor: Addr<RootSupervisor>,
     detector: Addr<BackendDetector>,
     report_to: Recipient<WatcherReport>,
-    attempted: BTreeSet<String>,
-    ended: BTreeSet<String>,
+    /// Lifetimes whose attempt was made here, until their work stops
+    /// (bounded by the live lifetimes; which lifetime may attempt at all is
+    /// the core's decision).
+    attempted: BTreeSet<SessionKey>,
+    /// A lifetime whose watcher waits for an ended lifetime's watcher to
+    /// exit.
+    deferred: Option<SessionKey>,
     backend: Option<BackendAnswer>,
     running: Option<Running>,
 }
@@ -118,16 +126,16 @@ impl WatcherSupervisor {
             detector,
             report_to,
             attempted: BTreeSet::new(),
-            ended: BTreeSet::new(),
+            deferred: None,
             backend: None,
             running: None,
         }
     }
 
-    fn report(&self, session: &str, event: WatcherEvent) {
+    fn report(&self, session: &SessionKey, event: WatcherEvent) {
         tracing::info!(event = "watcher_report", session = %session, report = ?event);
         self.report_to.do_send(WatcherReport {
-            session: session.to_string(),
+            session: session.clone(),
             event,
             backend: self.backend.clone(),
         });
@@ -138,9 +146,14 @@ impl WatcherSupervisor {
     }
 
     /// Runs the gate for `session` with what is known now.
-    fn decide(&mut self, session: String, backend: Option<BackendAnswer>, ctx: &mut Context<Self>) {
-        if self.ended.contains(&session) {
-            return;
+    fn decide(
+        &mut self,
+        session: SessionKey,
+        backend: Option<BackendAnswer>,
+        ctx: &mut Context<Self>,
+    ) {
+        if !self.attempted.contains(&session) {
+            return; // its work stopped while the backend was detected
         }
         let decision = gate(
             self.settings.freshness.watch,
@@ -167,9 +180,17 @@ impl WatcherSupervisor {
         }
     }
 
-    fn spawn(&mut self, session: String, ctx: &mut Context<Self>) {
-        if self.running.is_some() {
-            tracing::info!(event = "watcher_already_running", session = %session);
+    fn spawn(&mut self, session: SessionKey, ctx: &mut Context<Self>) {
+        if let Some(running) = &self.running {
+            if running.session_ended {
+                // The ended lifetime's watcher is still being stopped (it
+                // may hold the embedded database until it exits): this one
+                // starts once it is gone.
+                tracing::info!(event = "watcher_deferred", session = %session, until_gone = %running.session);
+                self.deferred = Some(session);
+            } else {
+                tracing::info!(event = "watcher_already_running", session = %session);
+            }
             return;
         }
         if let Some(holder) =
@@ -295,7 +316,10 @@ impl Handler<BackendDetected> for WatcherSupervisor {
 impl Handler<SessionGone> for WatcherSupervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionGone, _: &mut Self::Context) {
-        self.ended.insert(msg.session.clone());
+        self.attempted.remove(&msg.session);
+        if self.deferred.as_ref() == Some(&msg.session) {
+            self.deferred = None;
+        }
         if let Some(running) = self.running.as_mut().filter(|r| r.session == msg.session) {
             running.session_ended = true;
         }
@@ -347,6 +371,11 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                     WatcherEvent::Failed { pid, error }
                 };
                 self.report(&running.session, event);
+                if let Some(next) = self.deferred.take() {
+                    if self.attempted.contains(&next) {
+                        self.spawn(next, ctx);
+                    }
+                }
             }
         }
     }

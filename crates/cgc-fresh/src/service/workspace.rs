@@ -20,16 +20,17 @@ use cgc_fresh_core::freshness::{
 };
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
-    Audience, ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, Notice, RequestId,
-    ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
+    Audience, ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, Notice, NoticesFrame,
+    RequestId, ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
 };
 
-use super::backend_detector::{BackendDetector, DetectorSettings};
+use super::backend_detector::{BackendDetector, DetectorSettings, ForgetBackend};
 use super::hub::NoticeHub;
 use super::messages::{
     ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, Outlet, Shutdown,
     ShutdownReason,
 };
+use super::owner_watch::{self, OwnerGone};
 use super::store::{FreshnessStore, Restored};
 use super::sync_runner::{
     CancelRun, ForgetSession, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
@@ -71,6 +72,10 @@ pub struct WorkspaceActor {
     /// Why the configured `cgc` cannot be run, while that is so: shown in
     /// every state frame so a person learns it before the first edit.
     cgc_missing: Option<String>,
+    /// One watch per process that owns a live lifetime (`owner_pid`).
+    owner_watches: HashMap<u32, tokio::task::JoinHandle<()>>,
+    /// Owners of lifetimes opened by the last input, watched after it.
+    owners_to_watch: Vec<u32>,
     idle_timer: Option<SpawnHandle>,
     lifecycle: Recipient<Shutdown>,
 }
@@ -98,6 +103,7 @@ fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
         max_syncs_per_session: settings.freshness.max_syncs_per_session,
         batch_ms: settings.freshness.batch_ms,
         settle_ms: settings.freshness.settle_ms,
+        min_sync_gap_ms: cgc_fresh_core::freshness::DEFAULT_MIN_SYNC_GAP_MS,
         modifying_tools: settings.freshness.modifying_tools.clone(),
         workspace_root: workspace.display().to_string(),
     }
@@ -143,6 +149,8 @@ impl WorkspaceActor {
             last_transition: None,
             clients: 0,
             cgc_missing: None,
+            owner_watches: HashMap::new(),
+            owners_to_watch: Vec::new(),
             idle_timer: None,
             lifecycle,
         }
@@ -158,6 +166,36 @@ impl WorkspaceActor {
         }
         frame.warnings.extend(self.cgc_missing.iter().cloned());
         frame
+    }
+
+    /// Watches `pid`, the owner of a live lifetime, unless it is watched.
+    fn watch_owner(&mut self, pid: u32, ctx: &mut Context<Self>) {
+        if self.owner_watches.contains_key(&pid) {
+            return;
+        }
+        match owner_watch::watch(pid, ctx.address().recipient()) {
+            Ok(task) => {
+                tracing::info!(event = "owner_watched", owner_pid = pid);
+                self.owner_watches.insert(pid, task);
+            }
+            // Gone between the check and the watch: it ended already.
+            Err(error) => {
+                tracing::info!(event = "owner_gone", owner_pid = pid, error = %error);
+                ctx.address().do_send(OwnerGone { pid });
+            }
+        }
+    }
+
+    /// Drops the watches of processes that own no live lifetime any more.
+    fn unwatch_unowned(&mut self) {
+        let machine = &self.machine;
+        self.owner_watches.retain(|pid, task| {
+            let keep = machine.owns_any(*pid);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
     }
 
     /// Looks for the configured `cgc` the way a spawn will; logs when that
@@ -194,6 +232,9 @@ impl WorkspaceActor {
                 self.carry_out(effect, &mut queue);
             }
         }
+        for pid in std::mem::take(&mut self.owners_to_watch) {
+            self.watch_owner(pid, ctx);
+        }
         self.schedule_state_flush(ctx);
         self.rearm_wake(ctx);
     }
@@ -209,7 +250,7 @@ impl WorkspaceActor {
                     event = "decision",
                     decision = "start_sync",
                     flight = flight.0,
-                    session = session.as_deref(),
+                    session = session.as_ref().map(tracing::field::display),
                     manual
                 );
                 if let Some(runner) = &self.runner {
@@ -233,16 +274,62 @@ impl WorkspaceActor {
                 text,
             } => {
                 let frame = Envelope::new(ServerFrame::Notice(Notice {
-                    session: Some(session.clone()),
+                    session: Some(session.name.clone()),
                     condition,
                     level,
                     text: text.clone(),
                     audience: Audience::User,
                 }));
-                let delivered = self.hub.broadcast(&frame);
-                tracing::info!(event = "notice", session = %session, condition = ?condition, level = ?level, delivered, text = %text);
+                // Every subscriber sees a copy (`cgc-fresh events`), but the
+                // notice is spent only when a connection carrying its own
+                // session got it.
+                let carriers = self.machine.carriers(&session);
+                let delivered = self.hub.broadcast_counting(&frame, &carriers);
+                tracing::info!(event = "notice", session = %session, condition = ?condition, level = ?level, delivered_to_session = delivered, text = %text);
                 if delivered > 0 {
                     follow_up.push(Input::NoticeDelivered { session, condition });
+                }
+            }
+            Effect::SessionOpened {
+                session,
+                reattached,
+            } => {
+                let event = if reattached {
+                    "session_reattached"
+                } else {
+                    "session_opened"
+                };
+                tracing::info!(event, session = %session);
+                if let Some(pid) = self.machine.owner(&session) {
+                    self.owners_to_watch.push(pid);
+                }
+                if self.machine.watcher_attempt_allowed(&session) {
+                    if let Some(watcher) = &self.watcher {
+                        watcher.do_send(SessionBegan { session });
+                    }
+                }
+            }
+            Effect::SessionClosed { session, detached } => {
+                let event = if detached {
+                    "session_detached"
+                } else {
+                    "session_closed"
+                };
+                tracing::info!(event, session = %session);
+                self.unwatch_unowned();
+                // The same cleanup on every path: children, consent,
+                // watcher and backend answers of this lifetime.
+                self.supervisor.do_send(StopSession {
+                    session: session.clone(),
+                });
+                if let Some(runner) = &self.runner {
+                    runner.do_send(ForgetSession(session.clone()));
+                }
+                if let Some(detector) = &self.detector {
+                    detector.do_send(ForgetBackend(session.clone()));
+                }
+                if let Some(watcher) = &self.watcher {
+                    watcher.do_send(SessionGone { session });
                 }
             }
             Effect::RecordChanged => self.state_dirty = true,
@@ -312,18 +399,9 @@ impl WorkspaceActor {
         }
     }
 
+    /// `session_shutdown`: the lifetime ends; its cleanup follows from the
+    /// machine's `SessionClosed`.
     fn end_session(&mut self, session: String, ctx: &mut Context<Self>) {
-        self.supervisor.do_send(StopSession {
-            session: session.clone(),
-        });
-        if let Some(runner) = &self.runner {
-            runner.do_send(ForgetSession(session.clone()));
-        }
-        if let Some(watcher) = &self.watcher {
-            watcher.do_send(SessionGone {
-                session: session.clone(),
-            });
-        }
         self.apply(Input::SessionEnded { session }, ctx);
     }
 }
@@ -456,23 +534,37 @@ impl Handler<FromClient> for WorkspaceActor {
                     );
                     return;
                 }
+                if let Some(pid) = start.owner_pid {
+                    if !owner_watch::exists(pid) {
+                        tracing::warn!(event = "owner_refused", conn, session = %start.session, owner_pid = pid);
+                        reply(
+                            &reply_to,
+                            id,
+                            ServerFrame::Error(ErrorFrame {
+                                field: Some("owner_pid".into()),
+                                ..ErrorFrame::new(
+                                    ErrorCode::BadRequest,
+                                    format!("owner_pid {pid} is not a running process"),
+                                )
+                            }),
+                        );
+                        return;
+                    }
+                }
                 ack_if_asked(&reply_to, id);
                 tracing::info!(event = "session_start", conn, session = %start.session, instance = %instance, reason = ?start.reason);
+                // A watcher attempt follows from the machine's
+                // `SessionOpened`, for a new or a re-attached lifetime.
                 self.apply(
                     Input::SessionStarted {
-                        session: start.session.clone(),
+                        session: start.session,
                         instance,
                         reason: start.reason,
+                        connection: Some(conn),
+                        owner: start.owner_pid,
                     },
                     ctx,
                 );
-                if self.machine.watcher_attempt_allowed(&start.session) {
-                    if let Some(watcher) = &self.watcher {
-                        watcher.do_send(SessionBegan {
-                            session: start.session,
-                        });
-                    }
-                }
             }
             ClientFrame::ToolCall(call) => {
                 self.ack_session_event(
@@ -507,6 +599,37 @@ impl Handler<FromClient> for WorkspaceActor {
                 tracing::info!(event = "session_shutdown", conn, session = %shutdown.session, reason = shutdown.reason.as_deref());
                 self.end_session(shutdown.session, ctx);
             }
+            ClientFrame::TakeNotices(take) => match self.machine.take_notices(&take.session) {
+                Some((key, taken)) => {
+                    tracing::info!(event = "notices_taken", conn, session = %key, count = taken.len());
+                    let notices = taken
+                        .into_iter()
+                        .map(|notice| Notice {
+                            session: Some(key.name.clone()),
+                            condition: notice.condition,
+                            level: notice.level,
+                            text: notice.text,
+                            audience: Audience::User,
+                        })
+                        .collect();
+                    reply(
+                        &reply_to,
+                        id,
+                        ServerFrame::Notices(NoticesFrame {
+                            session: key.name,
+                            notices,
+                        }),
+                    );
+                }
+                None => reply(
+                    &reply_to,
+                    id,
+                    ServerFrame::Error(ErrorFrame::new(
+                        ErrorCode::UnknownSession,
+                        format!("session {:?} is not live here", take.session),
+                    )),
+                ),
+            },
         }
     }
 }
@@ -605,10 +728,14 @@ impl Handler<ConnectionClosed> for WorkspaceActor {
         self.arm_idle_exit(ctx);
         self.hub.unsubscribe(msg.conn);
         self.instances.remove(&msg.conn);
-        for session in msg.sessions {
-            tracing::info!(event = "session_lost", conn = msg.conn, session = %session, cause = "connection closed without session_shutdown");
-            self.end_session(session, ctx);
-        }
+        // Sessions this connection was the last carrier of are detached
+        // (their work stops) until a replayed session_start takes them up.
+        self.apply(
+            Input::ConnectionClosed {
+                connection: msg.conn,
+            },
+            ctx,
+        );
     }
 }
 
@@ -668,6 +795,15 @@ impl Handler<WatcherReport> for WorkspaceActor {
             WatcherEvent::Stopped { pid } => Input::WatcherStopped { session, pid },
         };
         self.apply(input, ctx);
+    }
+}
+
+impl Handler<OwnerGone> for WorkspaceActor {
+    type Result = ();
+    fn handle(&mut self, msg: OwnerGone, ctx: &mut Self::Context) {
+        tracing::info!(event = "owner_exited", owner_pid = msg.pid);
+        self.owner_watches.remove(&msg.pid);
+        self.apply(Input::OwnerExited { pid: msg.pid }, ctx);
     }
 }
 

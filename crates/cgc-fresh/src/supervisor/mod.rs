@@ -22,6 +22,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use cgc_fresh_core::freshness::SessionKey;
 
 use crate::process::capture::{capture_output, log_child_line, CaptureLimits, OutputCapture};
 use crate::process::proc_info::processes_with_owner_token;
@@ -60,7 +61,9 @@ pub struct SpawnChild {
     pub args: Vec<String>,
     pub env_set: Vec<(String, String)>,
     pub kind: ChildKind,
-    pub session: Option<String>,
+    /// The session lifetime it works for: stopped when that lifetime's
+    /// work stops. `None`: the workspace's (a person's manual sync).
+    pub session: Option<SessionKey>,
     pub requester: Recipient<ChildEvent>,
 }
 
@@ -97,11 +100,11 @@ pub struct InterruptChild {
     pub reason: &'static str,
 }
 
-/// Stop every child that belongs to a session.
+/// Stop every child that belongs to a session lifetime.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct StopSession {
-    pub session: String,
+    pub session: SessionKey,
 }
 
 /// Phase one of shutdown: stop and reap every child. Answers when done.
@@ -129,6 +132,7 @@ pub struct LiveChildren;
 
 struct LiveChild {
     entry: RegistryEntry,
+    session: Option<SessionKey>,
     kind: ChildKind,
     started: Instant,
     requester: Recipient<ChildEvent>,
@@ -317,7 +321,7 @@ impl Handler<SpawnChild> for RootSupervisor {
             event = "spawn",
             id,
             kind = ?msg.kind,
-            session = msg.session.as_deref(),
+            session = msg.session.as_ref().map(tracing::field::display),
             program = %msg.program.display(),
             args = ?msg.args,
             pid = spawned.pid,
@@ -326,7 +330,7 @@ impl Handler<SpawnChild> for RootSupervisor {
         let entry = RegistryEntry {
             id,
             kind: format!("{:?}", msg.kind).to_lowercase(),
-            session: msg.session,
+            session: msg.session.as_ref().map(ToString::to_string),
             pid: spawned.pid,
             pgid: spawned.pgid,
             start_time: spawned.start_time,
@@ -377,6 +381,7 @@ impl Handler<SpawnChild> for RootSupervisor {
             id,
             LiveChild {
                 entry,
+                session: msg.session,
                 kind: msg.kind,
                 started: Instant::now(),
                 requester: msg.requester,
@@ -469,7 +474,7 @@ impl Handler<StopSession> for RootSupervisor {
         let ids: Vec<u64> = self
             .children
             .iter()
-            .filter(|(_, c)| c.entry.session.as_deref() == Some(msg.session.as_str()))
+            .filter(|(_, c)| c.session.as_ref() == Some(&msg.session))
             .map(|(id, _)| *id)
             .collect();
         tracing::info!(event = "stop_session_children", session = %msg.session, children = ids.len());

@@ -20,7 +20,7 @@ use super::super::flight::{DrainCause, FlightSlot};
 use super::super::notice_text;
 use super::super::pending_paths::PendingPaths;
 use super::super::record::WatcherRecord;
-use super::super::session::{Known, SessionKey};
+use super::super::session::{Lifetime, SessionKey};
 use super::super::time::Millis;
 use super::super::watcher_slot::{state, RunningWatcher, WatcherSlot};
 use super::Freshness;
@@ -124,16 +124,17 @@ impl Freshness {
 
     /// The live session lifetime of `session` if it may make its watcher
     /// attempt now (see [`Freshness::watcher_attempt_allowed`]).
-    pub(super) fn attempt_opener(&self, session: &str) -> Option<SessionKey> {
-        let Known::Live(key) = self.sessions.known(session) else {
+    pub(super) fn attempt_opener(&self, session: &SessionKey) -> Option<Lifetime> {
+        if !self.sessions.is_current(session) {
             return None;
-        };
+        }
+        let key = session.lifetime;
         let (_, live) = self.sessions.get(key)?;
         (!live.watcher_attempted && self.watcher == WatcherSlot::Absent).then_some(key)
     }
 
     /// Records `session`'s attempt at `now`, if it may make one.
-    fn open_attempt(&mut self, now: Millis, session: &str) -> Option<SessionKey> {
+    fn open_attempt(&mut self, now: Millis, session: &SessionKey) -> Option<Lifetime> {
         let key = self.attempt_opener(session)?;
         self.catch_up(now);
         if let Some((_, live)) = self.sessions.get_mut(key) {
@@ -144,10 +145,11 @@ impl Freshness {
 
     /// The running watcher, if it is `session`'s live lifetime's and has
     /// process `pid`.
-    fn reported_watcher(&self, session: &str, pid: u32) -> Option<RunningWatcher> {
-        let Known::Live(key) = self.sessions.known(session) else {
+    fn reported_watcher(&self, session: &SessionKey, pid: u32) -> Option<RunningWatcher> {
+        if !self.sessions.is_current(session) {
             return None;
-        };
+        }
+        let key = session.lifetime;
         self.watcher
             .running()
             .copied()
