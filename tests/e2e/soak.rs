@@ -181,6 +181,7 @@ fn a_compressed_hour_of_events_and_syncs_keeps_memory_descriptors_and_threads_fl
         &fake,
         &[
             ("CGC_FRESHNESS_BATCH_MS", "20"),
+            ("CGC_FRESHNESS_MIN_SYNC_GAP_MS", "0"),
             ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", budget.as_str()),
             // A million events logged at debug would be the test's bottleneck.
             ("CGC_FRESH_LOG", "warn"),

@@ -654,6 +654,8 @@ pub fn fast_env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
         ("CGC_FRESHNESS_BATCH_MS", "50"),
         ("CGC_FRESHNESS_SETTLE_MS", "2000"),
         ("CGC_SUPERVISOR_STOP_GRACE_MS", "500"),
+        // Follow-ups and retries at once; the gap has a test of its own.
+        ("CGC_FRESHNESS_MIN_SYNC_GAP_MS", "0"),
     ];
     env.extend_from_slice(extra);
     env

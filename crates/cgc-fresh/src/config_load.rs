@@ -645,6 +645,12 @@ mod tests {
                 json!(4),
             ),
             (
+                Key::FreshnessMinSyncGapMs,
+                [json!(1), json!(2), json!(3)],
+                "4",
+                json!(4),
+            ),
+            (
                 Key::FreshnessModifyingTools,
                 [json!(["a"]), json!(["b"]), json!(["c"])],
                 "d,e",

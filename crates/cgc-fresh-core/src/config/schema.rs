@@ -167,6 +167,11 @@ settings! {
         /// after its tool call.
         FreshnessSettleMs: settle_ms = "settleMs", u64, default 30_000,
             kind PositiveMillis, env "CGC_FRESHNESS_SETTLE_MS";
+        /// The least time (milliseconds, >= 0) between the starts of two syncs,
+        /// automatic or manual, follow-ups and retries included, so that a burst of
+        /// edits or failures never runs `cgc` back to back.
+        FreshnessMinSyncGapMs: min_sync_gap_ms = "minSyncGapMs", u64, default 5_000,
+            kind Millis, env "CGC_FRESHNESS_MIN_SYNC_GAP_MS";
         /// Tool names whose calls modify files and so mark the graph possibly stale.
         /// `bash` is deliberately not listed: a shell command may or may not touch
         /// files, and counting every one as an edit would keep the graph permanently

@@ -367,6 +367,7 @@ precedence_tests! {
     precedence_freshness_max_syncs_per_session: Key::FreshnessMaxSyncsPerSession, [3, 0, 5], "7" => 7;
     precedence_freshness_batch_ms: Key::FreshnessBatchMs, [0, 100, 200], "300" => 300;
     precedence_freshness_settle_ms: Key::FreshnessSettleMs, [1000, 2000, 3000], "4000" => 4000;
+    precedence_freshness_min_sync_gap_ms: Key::FreshnessMinSyncGapMs, [0, 1000, 2000], "3000" => 3000;
     precedence_freshness_modifying_tools: Key::FreshnessModifyingTools,
         [["write"], ["write", "bash"], ["edit"]], "write, edit,bash" => ["write", "edit", "bash"];
     precedence_cgc_executable: Key::CgcExecutable, ["/usr/bin/cgc", "cgc2", "./cgc"], "/opt/cgc" => "/opt/cgc";
@@ -457,6 +458,12 @@ fn env_var_names_set_exactly_their_keys() {
             "lifecycle.autoCreate",
             "yes",
             json!(true),
+        ),
+        (
+            "CGC_FRESHNESS_MIN_SYNC_GAP_MS",
+            "freshness.minSyncGapMs",
+            "9",
+            json!(9),
         ),
         (
             "CGC_SERVICE_IDLE_EXIT_MS",

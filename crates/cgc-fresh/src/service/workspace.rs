@@ -103,7 +103,7 @@ fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
         max_syncs_per_session: settings.freshness.max_syncs_per_session,
         batch_ms: settings.freshness.batch_ms,
         settle_ms: settings.freshness.settle_ms,
-        min_sync_gap_ms: cgc_fresh_core::freshness::DEFAULT_MIN_SYNC_GAP_MS,
+        min_sync_gap_ms: settings.freshness.min_sync_gap_ms,
         modifying_tools: settings.freshness.modifying_tools.clone(),
         workspace_root: workspace.display().to_string(),
     }
