@@ -156,6 +156,9 @@ describe("against the real service", { skip }, () => {
       ...sandbox.env,
       CGC_FRESHNESS_AUTO_SYNC: "true",
       CGC_FRESHNESS_BATCH_MS: "50",
+      // Small enough that the bridge will send a longer line (its own bound
+      // is 64 KiB), which the service answers with `too_large` and a close.
+      CGC_SERVICE_MAX_LINE_BYTES: "2048",
       CGC_EXECUTABLE: join(dirname(bin!), "fake-cgc"),
       FAKE_CGC_SCENARIO: scenario,
       FAKE_CGC_LOG: join(sandbox.root, "fake-cgc.log"),
@@ -172,7 +175,7 @@ describe("against the real service", { skip }, () => {
     // The service drops the connection: an over-long line is answered with
     // `too_large` and the connection closed. The session is detached, not
     // ended.
-    handle!.sendRawLine(`${"x".repeat(70 * 1024)}\n`);
+    handle!.sendRawLine(`${"x".repeat(4 * 1024)}\n`);
     await waitUntil(() => logged("session_detached") === 1, "the service to detach the session", 10_000);
 
     // The next edit reconnects and replays session_start: the same lifetime
