@@ -11,6 +11,9 @@
 //!   and the last thing it reads is the `error` frame saying why.
 //! - A service at its descriptor limit says so once, not every 50 ms.
 
+// A child's descriptor limit is set between fork and exec (`pre_exec`).
+#![allow(unsafe_code)]
+
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;

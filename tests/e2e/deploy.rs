@@ -67,8 +67,7 @@ fn socket_activation_passes_the_socket_in_and_ready_is_notified() {
     let text = std::fs::read_to_string(sandbox.root.path().join("activated.log")).unwrap();
     assert!(text.contains("\"socket_activated\""), "{text}");
     // SIGTERM: STOPPING=1, a clean exit, and the socket systemd owns is left alone.
-    // SAFETY: kill(2) on our child.
-    unsafe { libc::kill(activator.id() as i32, libc::SIGTERM) };
+    crate::support::send_signal(activator.id() as i32, libc::SIGTERM);
     wait_notification(&notify, "STOPPING=1");
     let status = activator.wait().unwrap();
     assert!(status.success(), "{status}");
@@ -126,4 +125,46 @@ fn install_dry_run_prints_the_plan_and_writes_nothing() {
     );
     assert!(text.contains(BIN), "the unit runs this binary: {text}");
     assert!(!config_home.exists(), "a dry run writes nothing");
+}
+
+#[test]
+fn the_watchdog_is_pinged_every_half_of_watchdog_sec_not_more_often() {
+    let sandbox = Sandbox::new();
+    let notify_path = sandbox.root.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    // WatchdogSec=2s: a ping each second (half of it, as sd_watchdog_enabled
+    // recommends) — an earlier build halved it twice and pinged every 0.5 s.
+    let service = crate::support::Service::start(
+        &sandbox,
+        &[],
+        &[
+            ("NOTIFY_SOCKET", notify_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "2000000"),
+        ],
+    );
+    crate::support::wait_until("the watchdog to be armed", Duration::from_secs(10), || {
+        !service.log_events("watchdog_enabled").is_empty()
+    });
+    let enabled = service.log_events("watchdog_enabled");
+    assert_eq!(enabled.len(), 1, "{}", service.log_text());
+    assert_eq!(enabled[0]["ping_every_ms"], 1000);
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut pings = 0;
+    let until = std::time::Instant::now() + Duration::from_millis(3_200);
+    let mut buffer = [0u8; 4096];
+    while std::time::Instant::now() < until {
+        if let Ok(n) = notify.recv(&mut buffer) {
+            if String::from_utf8_lossy(&buffer[..n])
+                .lines()
+                .any(|l| l == "WATCHDOG=1")
+            {
+                pings += 1;
+            }
+        }
+    }
+    // About three in 3.2 s; a half-second period would send about six. A
+    // loaded machine can only delay pings, never add any.
+    assert!((1..=4).contains(&pings), "{pings} pings in 3.2 s");
 }

@@ -404,8 +404,7 @@ fn a_deleted_systemd_socket_is_not_replaced_and_the_loss_is_logged() {
     );
     // The connection it already had keeps working.
     assert_eq!(conn.request(json!({"type": "status"}), 2)["type"], "state");
-    // SAFETY: kill(2) on our child.
-    unsafe { libc::kill(activator.id() as i32, libc::SIGTERM) };
+    crate::support::send_signal(activator.id() as i32, libc::SIGTERM);
     assert!(activator.wait().unwrap().success());
     let log = fs::read_to_string(&log_path).unwrap();
     assert!(!log.contains("\"socket_rebound\""), "{log}");
@@ -871,7 +870,12 @@ fn state_registry_lock_and_socket_are_created_user_only() {
     );
     for file in [&service.socket, &lock, &registry, &state] {
         let meta = fs::metadata(file).unwrap();
-        assert_eq!(meta.uid(), unsafe { libc::geteuid() }, "{}", file.display());
+        assert_eq!(
+            meta.uid(),
+            nix::unistd::geteuid().as_raw(),
+            "{}",
+            file.display()
+        );
     }
     stop_and_assert_nothing_left(&sandbox, service, Some(&fake));
 }

@@ -61,7 +61,7 @@ impl SmallFileSystem {
             .expect("mount(8)");
         if !status.success() {
             assert_ne!(
-                unsafe { libc::geteuid() },
+                nix::unistd::geteuid().as_raw(),
                 0,
                 "root could not mount a tmpfs at {}",
                 at.display()

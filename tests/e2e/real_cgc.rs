@@ -6,6 +6,9 @@
 //! `CGC_FRESH_REQUIRE_REAL_CGC` is set (the test script sets it), in which
 //! case its absence is a failure.
 
+// A watcher's SIGINT disposition is reset between fork and exec (`pre_exec`).
+#![allow(unsafe_code)]
+
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -438,8 +441,7 @@ impl ForeignWatcher {
 
 impl Drop for ForeignWatcher {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child, not yet reaped.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        crate::support::send_signal(self.child.id() as i32, libc::SIGINT);
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while std::time::Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {

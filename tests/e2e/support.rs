@@ -166,8 +166,7 @@ impl Service {
     }
 
     pub fn signal(&self, signal: i32) {
-        // SAFETY: plain kill(2) on our child's pid.
-        unsafe { libc::kill(self.pid(), signal) };
+        send_signal(self.pid(), signal);
     }
 
     /// Waits for the process to exit (bounded).
@@ -744,4 +743,11 @@ pub fn indexed_with_fake(scenario: Value, env: &[(&str, &str)]) -> (Sandbox, Fak
     let fake = FakeCgc::new(&sandbox, scenario);
     let service = Service::start_with_fake(&sandbox, &fake, env);
     (sandbox, fake, service)
+}
+
+/// Sends signal number `signal` to `pid` (a process a test started).
+pub fn send_signal(pid: i32, signal: i32) {
+    if let Ok(signal) = nix::sys::signal::Signal::try_from(signal) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    }
 }

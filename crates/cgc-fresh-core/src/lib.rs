@@ -4,6 +4,9 @@
 //! decisions go out as values. The actors in the `cgc-fresh` binary route
 //! messages to these machines and carry out what they decide.
 
+// Every dependency is used (dev-dependencies serve only the test targets).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 pub mod config;
 pub mod freshness;
 pub mod sync_plan;

@@ -17,6 +17,9 @@
 //! and are reported as `io::Error`s (or skipped while scanning), never
 //! panics.
 
+// Every dependency is used (dev-dependencies serve only the test targets).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 use std::io;
 
 use procfs::process::Process;

@@ -116,6 +116,10 @@
 //! );
 //! ```
 
+#![warn(missing_docs)]
+// Every dependency is used (dev-dependencies serve only the test targets).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 mod client;
 mod codec;
 mod decode;

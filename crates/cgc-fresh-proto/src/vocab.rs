@@ -52,19 +52,33 @@ impl FreshnessStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoticeCondition {
+    /// An observed edit made the graph possibly stale.
     PossiblyStale,
+    /// A sync completed after every observed edit: the graph is fresh.
     SyncCompleted,
+    /// A sync was skipped: another process holds the database.
     SyncSkippedBusy,
+    /// A sync failed (its output says why).
     SyncFailed,
+    /// A sync ran but applied nothing (e.g. `cgc index` skipped the repository).
     SyncNotApplied,
+    /// No sync: the workspace has no index and creating one is not allowed.
     SyncDeclinedUnindexed,
+    /// The session's automatic syncs are used up.
     BudgetExhausted,
+    /// The managed watcher was verified and keeps the graph current.
     WatcherStarted,
+    /// `auto` mode declined a watcher: the backend is embedded or unknown.
     WatcherDeclinedBackend,
+    /// `auto` mode declined a watcher: the workspace has no index.
     WatcherDeclinedUnindexed,
+    /// The watcher failed before it was verified.
     WatcherNotVerified,
+    /// The verified watcher exited; the graph is possibly stale again.
     WatcherDied,
+    /// The watcher was not started: another process holds the database.
     WatcherSkippedBusy,
+    /// The freshness record could not be written.
     StateWriteFailed,
 }
 
@@ -92,8 +106,11 @@ impl NoticeCondition {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoticeLevel {
+    /// For information (a sync completed).
     Info,
+    /// Something needs attention (the graph may be stale).
     Warning,
+    /// Something failed.
     Error,
 }
 
@@ -106,10 +123,15 @@ impl NoticeLevel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStartReason {
+    /// The harness started.
     Startup,
+    /// A new session in a running harness (`/new`).
     New,
+    /// An earlier session was resumed (`/resume`).
     Resume,
+    /// A session was forked from another.
     Fork,
+    /// The extension was reloaded.
     Reload,
     /// Any reason this version does not know; treated like a new session.
     #[serde(other)]

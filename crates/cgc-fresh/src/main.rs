@@ -2,6 +2,9 @@
 //! agent edits the workspace. `cgc-fresh serve` runs the per-workspace
 //! service; the other subcommands are its clients (see `cli`).
 
+// Every dependency is used (dev-dependencies serve only the test targets).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 mod atomic_file;
 mod cli;
 mod client;

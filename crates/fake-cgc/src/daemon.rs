@@ -9,6 +9,11 @@
 //! is sound. The caller waits until the daemon has logged (or 2 s), so that
 //! a test reading the log after the next output line finds the record.
 
+// The fake reproduces what the real CLI does at the system level (raw
+// signal dispositions, fork/setsid daemons, fcntl locks), which takes
+// system calls without safe wrappers here; every block says why it is sound.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};

@@ -3,6 +3,11 @@
 //! database file, held until the process ends. Another process's
 //! `fcntl(F_GETLK)` then reports `F_WRLCK` and this process's pid.
 
+// The fake reproduces what the real CLI does at the system level (raw
+// signal dispositions, fork/setsid daemons, fcntl locks), which takes
+// system calls without safe wrappers here; every block says why it is sound.
+#![allow(unsafe_code)]
+
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;

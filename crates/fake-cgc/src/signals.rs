@@ -9,6 +9,11 @@
 //! tests check. `SIGPIPE` is not reported as inherited because the Rust
 //! runtime sets it to ignored before `main`.
 
+// The fake reproduces what the real CLI does at the system level (raw
+// signal dispositions, fork/setsid daemons, fcntl locks), which takes
+// system calls without safe wrappers here; every block says why it is sound.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};

@@ -12,6 +12,7 @@
 //!    failure and then one summary per 10 s), and whether it accepts again
 //!    once they are closed.
 
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::thread;
@@ -212,10 +213,10 @@ struct AtLimit {
 fn at_limit(tools: &Tools, options: &ConnectionsOptions) -> Result<AtLimit> {
     let sandbox = Sandbox::new(&tools.scratch)?;
     // The service inherits a low soft limit; this process gets its own back.
-    let own = nofile()?;
-    set_nofile(options.limit.min(own.rlim_max), own.rlim_max)?;
+    let (soft, hard) = nofile()?;
+    set_nofile(options.limit.min(hard), hard)?;
     let started = start(tools, &sandbox);
-    set_nofile(own.rlim_cur, own.rlim_max)?;
+    set_nofile(soft, hard)?;
     let (service, log) = started?;
     // Past the limit, but within the listen backlog (1 024) so that every
     // connect returns.
@@ -263,38 +264,23 @@ fn at_limit(tools: &Tools, options: &ConnectionsOptions) -> Result<AtLimit> {
     })
 }
 
-fn nofile() -> Result<libc::rlimit> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit(2) writes into the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("getrlimit");
-    }
-    Ok(limit)
+/// The soft and hard descriptor limits.
+fn nofile() -> Result<(u64, u64)> {
+    getrlimit(Resource::RLIMIT_NOFILE).context("getrlimit")
 }
 
 fn set_nofile(soft: u64, hard: u64) -> Result<()> {
-    let limit = libc::rlimit {
-        rlim_cur: soft,
-        rlim_max: hard,
-    };
-    // SAFETY: setrlimit(2) reads the struct we pass.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("setrlimit");
-    }
-    Ok(())
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).context("setrlimit")
 }
 
 /// Raises this process's soft descriptor limit to at least `wanted` (up to
 /// the hard limit).
 fn raise_own_nofile(wanted: u64) -> Result<()> {
-    let own = nofile()?;
-    if own.rlim_cur < wanted {
-        set_nofile(wanted.min(own.rlim_max), own.rlim_max)?;
+    let (soft, hard) = nofile()?;
+    if soft < wanted {
+        set_nofile(wanted.min(hard), hard)?;
     }
-    if nofile()?.rlim_cur < wanted {
+    if nofile()?.0 < wanted {
         anyhow::bail!("the descriptor limit is below {wanted}: raise it (ulimit -n)");
     }
     Ok(())

@@ -25,6 +25,7 @@ pub mod busy;
 pub mod capture;
 pub mod cgc_markers;
 pub mod executable;
+pub mod kill;
 pub mod proc_info;
 pub mod reap;
 pub mod signal;

@@ -107,24 +107,18 @@ pub fn probe_write_lock(path: &Path) -> io::Result<Option<LockHolder>> {
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
-    // SAFETY: `flock` is a plain C struct; all-zero is a valid value.
-    let mut query: libc::flock = unsafe { std::mem::zeroed() };
-    query.l_type = libc::F_WRLCK as libc::c_short;
-    query.l_whence = libc::SEEK_SET as libc::c_short;
-    query.l_start = 0;
-    query.l_len = 0; // 0 = to the end of the file, however it grows.
-                     // SAFETY: the descriptor is open for the duration of the call and
-                     // `query` is a valid, exclusively borrowed `flock`.
-    let result = unsafe {
-        libc::fcntl(
-            std::os::fd::AsRawFd::as_raw_fd(&file),
-            libc::F_GETLK,
-            &mut query,
-        )
+    let mut query = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0, // 0 = to the end of the file, however it grows.
+        l_pid: 0,
     };
-    if result == -1 {
-        return Err(io::Error::last_os_error());
-    }
+    nix::fcntl::fcntl(
+        std::os::fd::AsRawFd::as_raw_fd(&file),
+        nix::fcntl::FcntlArg::F_GETLK(&mut query),
+    )
+    .map_err(io::Error::from)?;
     if query.l_type == libc::F_UNLCK as libc::c_short {
         return Ok(None);
     }
@@ -242,8 +236,7 @@ mod tests {
     fn own_stat_matches_own_process() {
         let stat = read_proc_stat(std::process::id() as i32).unwrap();
         assert_eq!(stat.pid, std::process::id() as i32);
-        // SAFETY: getppid has no preconditions.
-        assert_eq!(stat.ppid, unsafe { libc::getppid() });
+        assert_eq!(stat.ppid, nix::unistd::getppid().as_raw());
         assert!(stat.start_time > 0);
     }
 

@@ -17,6 +17,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
 use futures_util::{Stream, StreamExt};
+use nix::errno::Errno;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use signal_hook::consts::signal::SIGCHLD;
 use signal_hook_tokio::Signals;
 use tokio::sync::watch;
@@ -32,34 +34,28 @@ pub struct ReapedProcess {
 /// orphaned descendants become our children and can be reaped and counted.
 /// Process-wide; call once at start-up.
 pub fn set_child_subreaper() -> io::Result<()> {
-    // SAFETY: plain prctl with integer arguments.
-    let result = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
-    if result == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
 }
 
 /// Reaps every child that has already exited, without blocking.
 pub fn reap_ready() -> Vec<ReapedProcess> {
     let mut reaped = Vec::new();
     loop {
-        let mut raw_status: libc::c_int = 0;
-        // SAFETY: valid pointer to a local status word.
-        let pid = unsafe { libc::waitpid(-1, &mut raw_status, libc::WNOHANG) };
-        if pid > 0 {
-            reaped.push(ReapedProcess {
-                pid,
-                status: ExitStatus::from_raw(raw_status),
-            });
-            continue;
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => reaped.push(ReapedProcess {
+                pid: pid.as_raw(),
+                status: ExitStatus::from_raw((code & 0xff) << 8),
+            }),
+            Ok(WaitStatus::Signaled(pid, signal, core_dumped)) => reaped.push(ReapedProcess {
+                pid: pid.as_raw(),
+                status: ExitStatus::from_raw(signal as i32 | if core_dumped { 0x80 } else { 0 }),
+            }),
+            // Stopped or continued children are not exits; keep draining.
+            Ok(WaitStatus::Stopped(..) | WaitStatus::Continued(..)) => continue,
+            Err(Errno::EINTR) => continue,
+            // StillAlive: children exist but none has exited; ECHILD: none.
+            Ok(_) | Err(_) => return reaped,
         }
-        if pid == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        // 0: children exist but none has exited; -1/ECHILD: no children.
-        return reaped;
     }
 }
 

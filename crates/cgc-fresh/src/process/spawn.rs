@@ -12,6 +12,11 @@
 //! - carries `CGC_FRESH_OWNER=<token>`, inherited by all its descendants, so
 //!   a daemonized grandchild in another session can still be found.
 
+// Setting up a child between fork and exec (`CommandExt::pre_exec`,
+// `_exit`, the raw `rt_sigaction` the C library refuses for its reserved
+// signals) has no safe interface.
+#![allow(unsafe_code)]
+
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -244,37 +249,30 @@ const KERNEL_SIGSET_BYTES: libc::c_long = 8;
 /// Runs in the child between fork and exec. Only async-signal-safe calls:
 /// the parent may have had other threads holding locks at fork time.
 fn prepare_child_after_fork(parent_pid: libc::pid_t) -> io::Result<()> {
-    // SAFETY: plain system calls with valid arguments; no allocation.
-    unsafe {
-        if libc::setpgid(0, 0) == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) == -1
-        {
-            return Err(io::Error::last_os_error());
-        }
-        // The parent may have died before PR_SET_PDEATHSIG took effect; then
-        // we were re-parented and no signal will ever come.
-        if libc::getppid() != parent_pid {
-            libc::_exit(1);
-        }
+    use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal as NixSignal};
+    nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+    nix::sys::prctl::set_pdeathsig(NixSignal::SIGKILL)?;
+    // The parent may have died before PR_SET_PDEATHSIG took effect; then
+    // we were re-parented and no signal will ever come.
+    if nix::unistd::getppid().as_raw() != parent_pid {
+        // SAFETY: `_exit` ends the forked child at once, running nothing
+        // of the parent's (no destructors, no atexit handlers).
+        unsafe { libc::_exit(1) };
+    }
 
-        // Exec keeps ignored dispositions; reset them all (handlers cannot
-        // survive exec anyway). The raw system call is used because the C
-        // library refuses its reserved real-time signals (32, 33), which an
-        // inherited SIG_IGN can still cover. SIGKILL and SIGSTOP refuse with
-        // EINVAL, which is fine to ignore. A zeroed kernel `sigaction` is
-        // SIG_DFL with no flags and an empty mask; the buffer is larger than
-        // any architecture's struct.
-        let default_action = [0u64; 8];
-        let every_signal: std::ops::RangeInclusive<libc::c_long> = 1..=64;
-        for signal in every_signal {
+    // Exec keeps ignored dispositions; reset them all (handlers cannot
+    // survive exec anyway). The raw system call is used because the C
+    // library (and so `nix`) refuses its reserved real-time signals (32,
+    // 33), which an inherited SIG_IGN can still cover. SIGKILL and SIGSTOP
+    // refuse with EINVAL, which is fine to ignore. A zeroed kernel
+    // `sigaction` is SIG_DFL with no flags and an empty mask; the buffer is
+    // larger than any architecture's struct.
+    let default_action = [0u64; 8];
+    let every_signal: std::ops::RangeInclusive<libc::c_long> = 1..=64;
+    for signal in every_signal {
+        // SAFETY: rt_sigaction reads `default_action` (valid for the
+        // kernel's struct size) and writes nothing (null old action).
+        unsafe {
             libc::syscall(
                 libc::SYS_rt_sigaction,
                 signal,
@@ -283,24 +281,14 @@ fn prepare_child_after_fork(parent_pid: libc::pid_t) -> io::Result<()> {
                 KERNEL_SIGSET_BYTES,
             );
         }
-
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) == -1 {
-            return Err(io::Error::last_os_error());
-        }
     }
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
     Ok(())
 }
 
 /// Best-effort SIGKILL of a group this module just created.
 fn kill_group(pgid: i32) {
-    if pgid > 1 {
-        // SAFETY: plain system call; a stale pgid only yields ESRCH.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-    }
+    let _ = super::kill::signal_group(pgid, super::signal::Signal::KILL);
 }
 
 #[cfg(test)]
@@ -329,7 +317,7 @@ mod tests {
         assert_eq!(stat.ppid, std::process::id() as i32);
         assert_eq!(stat.start_time, child.start_time);
         // SAFETY: getpgrp has no preconditions.
-        assert_ne!(stat.pgrp, unsafe { libc::getpgrp() });
+        assert_ne!(stat.pgrp, nix::unistd::getpgrp().as_raw());
         kill_and_reap(child.pid);
     }
 
@@ -342,12 +330,14 @@ mod tests {
         let pid = std::thread::spawn(move || spawn_child(&spec).unwrap().pid)
             .join()
             .unwrap();
-        let mut status = 0;
-        // SAFETY: waiting on our own child with a valid status pointer.
-        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert_eq!(waited, pid);
-        assert!(libc::WIFSIGNALED(status));
-        assert_eq!(libc::WTERMSIG(status), libc::SIGKILL);
+        assert_eq!(
+            nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None),
+            Ok(nix::sys::wait::WaitStatus::Signaled(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+                false
+            ))
+        );
     }
 
     #[test]

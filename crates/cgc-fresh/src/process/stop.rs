@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::proc_info::{describe_process, processes_with_owner_token};
+use super::kill;
 use super::reap::ExitReceiver;
 use super::signal::Signal;
 
@@ -93,7 +93,7 @@ pub async fn stop_child(
     reason: &str,
 ) -> StopReport {
     let mut last_signal = None;
-    if group_is_signallable(target.pgid) {
+    if kill::group_is_signallable(target.pgid) {
         for step in [
             StopSignal::Interrupt,
             StopSignal::Terminate,
@@ -137,7 +137,7 @@ pub fn interrupt_child(target: &StopTarget, exited: &ExitReceiver, reason: &str)
     if exit_status(exited).is_some() {
         return false;
     }
-    if !group_is_signallable(target.pgid) {
+    if !kill::group_is_signallable(target.pgid) {
         tracing::error!(
             event = "signal_refused",
             pgid = target.pgid,
@@ -155,16 +155,7 @@ pub fn interrupt_child(target: &StopTarget, exited: &ExitReceiver, reason: &str)
 /// Returns whether the signal was delivered. Refuses pgids 0 and 1 and this
 /// process's own group (signalling those would hit us or the whole system).
 pub fn kill_now(pgid: i32) -> bool {
-    if !group_is_signallable(pgid) {
-        return false;
-    }
-    // SAFETY: plain system call; a stale pgid only yields ESRCH.
-    unsafe { libc::killpg(pgid, libc::SIGKILL) == 0 }
-}
-
-fn group_is_signallable(pgid: i32) -> bool {
-    // SAFETY: getpgrp has no preconditions and cannot fail.
-    pgid > 1 && pgid != unsafe { libc::getpgrp() }
+    kill::signal_group(pgid, Signal::KILL).is_ok()
 }
 
 fn exit_status(exited: &ExitReceiver) -> Option<ExitStatus> {
@@ -186,9 +177,8 @@ async fn wait_for_exit(exited: &mut ExitReceiver, grace: Duration) -> bool {
 }
 
 fn signal_group(pgid: i32, step: StopSignal, reason: &str) {
-    // SAFETY: plain system call on a checked pgid.
-    let sent = unsafe { libc::killpg(pgid, step.number()) } == 0;
-    let error = (!sent).then(std::io::Error::last_os_error);
+    let error = kill::signal_group(pgid, Signal::from_raw(step.number())).err();
+    let sent = error.is_none();
     match step {
         StopSignal::Interrupt => tracing::info!(
             event = "signal_sent",
@@ -215,8 +205,7 @@ fn signal_group(pgid: i32, step: StopSignal, reason: &str) {
 /// that ignored the earlier signals). The group id cannot have been reused
 /// while members remain; if none remain this is a harmless ESRCH.
 fn sweep_group(pgid: i32, reason: &str) {
-    // SAFETY: plain system call on a checked pgid.
-    if unsafe { libc::killpg(pgid, Signal::KILL.number()) } == 0 {
+    if kill::signal_group(pgid, Signal::KILL).is_ok() {
         tracing::warn!(
             event = "signal_sent",
             pgid,
@@ -231,37 +220,26 @@ fn sweep_group(pgid: i32, reason: &str) {
 /// the child they belong to is already gone, and what is left (a daemonized
 /// server) holds nothing worth a graceful stop.
 fn kill_owner_stragglers(owner_token: &str, reason: &str) -> Vec<i32> {
-    if owner_token.is_empty() {
-        return Vec::new();
+    let killed = kill::kill_token_holders(kill::Tokens::Exactly(owner_token), |_, _| false);
+    for straggler in &killed {
+        tracing::warn!(
+            event = "signal_sent",
+            pid = straggler.pid,
+            signal = Signal::KILL.name(),
+            reason,
+            owner_token,
+            process = %straggler.process,
+            "killed a straggler that escaped the child's process group"
+        );
     }
-    let mut killed = Vec::new();
-    for pid in processes_with_owner_token(owner_token) {
-        if pid <= 1 {
-            continue;
-        }
-        let description = describe_process(pid);
-        // SAFETY: plain system call. The pid was matched by token a moment
-        // ago; reuse within that window would need the pid space to wrap.
-        if unsafe { libc::kill(pid, Signal::KILL.number()) } == 0 {
-            tracing::warn!(
-                event = "signal_sent",
-                pid,
-                signal = Signal::KILL.name(),
-                reason,
-                owner_token,
-                process = %description,
-                "killed a straggler that escaped the child's process group"
-            );
-            killed.push(pid);
-        }
-    }
-    killed
+    killed.into_iter().map(|straggler| straggler.pid).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::process::capture::{capture_output, CaptureLimits, OutputCapture};
+    use crate::process::proc_info::processes_with_owner_token;
     use crate::process::proc_info::read_proc_stat;
     use crate::process::reap::{ExitWatchers, ReapedProcess, Reaper};
     use crate::process::spawn::{spawn_child, SpawnedChild};
@@ -485,18 +463,19 @@ mod tests {
         let child =
             spawn_child(&shell_spec(dir.path(), "stop-test.now", "exec sleep 1000")).unwrap();
         assert!(kill_now(child.pgid));
-        let mut status = 0;
-        // SAFETY: waiting on our own child with a valid status pointer.
         assert_eq!(
-            unsafe { libc::waitpid(child.pid, &mut status, 0) },
-            child.pid
+            nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child.pid), None),
+            Ok(nix::sys::wait::WaitStatus::Signaled(
+                nix::unistd::Pid::from_raw(child.pid),
+                nix::sys::signal::Signal::SIGKILL,
+                false
+            ))
         );
-        assert_eq!(libc::WTERMSIG(status), libc::SIGKILL);
 
         assert!(!kill_now(0));
         assert!(!kill_now(1));
         assert!(!kill_now(-5));
         // SAFETY: getpgrp has no preconditions.
-        assert!(!kill_now(unsafe { libc::getpgrp() }));
+        assert!(!kill_now(nix::unistd::getpgrp().as_raw()));
     }
 }

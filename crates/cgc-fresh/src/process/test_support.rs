@@ -83,12 +83,9 @@ fn command_spec(cwd: &Path, owner_token: &str, program: &str, args: &[&str]) -> 
 /// SIGKILLs and reaps one of our own children (only for tests that run no
 /// `waitpid(-1)` reaper).
 pub fn kill_and_reap(pid: i32) {
-    // SAFETY: signalling and waiting on our own child.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
-    }
+    let pid = nix::unistd::Pid::from_raw(pid);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(pid, None);
 }
 
 /// The system Python, avoiding version-manager shims that may exec through

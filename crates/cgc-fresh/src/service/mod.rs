@@ -383,12 +383,13 @@ impl Actor for Lifecycle {
     fn started(&mut self, ctx: &mut Self::Context) {
         // systemd's watchdog is opt-in (WatchdogSec= in the unit): only then
         // does a periodic ping run; by default no timer runs while idle.
-        if let Some(interval) = self.notifier.watchdog_interval() {
+        if let Some(period) = self.notifier.watchdog_interval() {
+            // Already half of WatchdogSec= (see `Notifier::watchdog_interval`).
             tracing::info!(
                 event = "watchdog_enabled",
-                interval_ms = interval.as_millis() as u64
+                ping_every_ms = period.as_millis() as u64
             );
-            ctx.run_interval(interval / 2, |act, _| {
+            ctx.run_interval(period, |act, _| {
                 if let Err(error) = act.notifier.watchdog_ping() {
                     tracing::warn!(event = "notify_failed", state = "WATCHDOG=1", error = %error);
                 }

@@ -11,6 +11,10 @@
 //! the actor aborts it when no lifetime is owned by that pid any more. The
 //! number of watches is bounded by the live lifetimes.
 
+// Registering a pidfd with tokio's reactor (`AsyncFd::register_with_interest`)
+// is unsafe by signature: the descriptor must outlive the registration.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 

@@ -47,6 +47,11 @@
 //! attempt; the accept loop drains its queue as soon as a client arrives, so
 //! the window is one scheduler turn.
 
+// Registering the inotify descriptor with tokio's reactor
+// (`AsyncFd::register_with_interest`) is unsafe by signature: the
+// descriptor must outlive the registration.
+#![allow(unsafe_code)]
+
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};

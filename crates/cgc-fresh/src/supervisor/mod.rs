@@ -25,8 +25,9 @@ use actix::prelude::*;
 use cgc_fresh_core::freshness::SessionKey;
 
 use crate::process::capture::{capture_output, log_child_line, CaptureLimits, OutputCapture};
-use crate::process::proc_info::processes_with_owner_token;
+use crate::process::kill;
 use crate::process::reap::{ExitReceiver, ExitWatchers, ReapedProcess, Reaper};
+use crate::process::signal::Signal;
 use crate::process::spawn::{child_owner_token, spawn_child, ChildKind, SpawnError, SpawnSpec};
 use crate::process::stop::{interrupt_child, stop_child, StopPlan, StopTarget};
 use registry::{Registry, RegistryEntry, RegistryFile};
@@ -316,7 +317,6 @@ impl Handler<SpawnChild> for RootSupervisor {
         // Watch before yielding: a child that exits at once must not be
         // reported as an orphan.
         let exited = self.watchers.watch(spawned.pid);
-        let generation = id;
         tracing::info!(
             event = "spawn",
             id,
@@ -335,7 +335,6 @@ impl Handler<SpawnChild> for RootSupervisor {
             pgid: spawned.pgid,
             start_time: spawned.start_time,
             owner_token,
-            generation,
         };
         panic_hook::track(id, spawned.pgid);
         let capture = OutputCapture::new(CaptureLimits::default());
@@ -404,15 +403,14 @@ impl RootSupervisor {
         };
         panic_hook::untrack(id);
         // Leftovers: the rest of its group and anything carrying its token.
-        if child.entry.pgid > 1 {
-            // SAFETY: killpg on the child's own group; ESRCH when empty.
-            unsafe { libc::killpg(child.entry.pgid, libc::SIGKILL) };
-        }
-        let stragglers = processes_with_owner_token(&child.entry.owner_token);
-        for pid in &stragglers {
-            // SAFETY: kill on a process carrying this child's owner token.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
-        }
+        let _ = kill::signal_group(child.entry.pgid, Signal::KILL);
+        let stragglers: Vec<i32> =
+            kill::kill_token_holders(kill::Tokens::Exactly(&child.entry.owner_token), |_, _| {
+                false
+            })
+            .into_iter()
+            .map(|straggler| straggler.pid)
+            .collect();
         let runtime = child.started.elapsed();
         let status = status.unwrap_or_else(|| std::os::unix::process::ExitStatusExt::from_raw(0));
         tracing::info!(

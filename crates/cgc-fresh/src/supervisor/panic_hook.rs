@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::process::proc_info::processes_with_owner_prefix;
+use crate::process::kill::{kill_token_holders, Tokens};
 use crate::process::stop::kill_now;
 
 /// Live child groups and the owner-token prefix of this instance, kept
@@ -55,12 +55,7 @@ pub fn kill_everything_now() -> usize {
             killed += 1;
         }
     }
-    for pid in processes_with_owner_prefix(&live.token_prefix) {
-        // SAFETY: kill on a process carrying our owner token.
-        if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-            killed += 1;
-        }
-    }
+    killed += kill_token_holders(Tokens::StartingWith(&live.token_prefix), |_, _| false).len();
     killed
 }
 

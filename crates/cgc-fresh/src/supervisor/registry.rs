@@ -30,7 +30,6 @@ pub struct RegistryEntry {
     /// `/proc/<pid>/stat` start time (clock ticks): tells a reused pid apart.
     pub start_time: u64,
     pub owner_token: String,
-    pub generation: u64,
 }
 
 /// The file's content.
@@ -107,6 +106,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_registry_written_with_the_old_generation_field_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::new(dir.path().join("r.json"));
+        std::fs::write(
+            registry.path(),
+            r#"{"version":1,"service_pid":7,"service_token":"t","children":[
+                {"id":3,"kind":"sync","session":null,"pid":9,"pgid":9,
+                 "start_time":5,"owner_token":"t.3","generation":3}]}"#,
+        )
+        .unwrap();
+        let Loaded::Found(file) = registry.load() else {
+            panic!("the old layout must still load")
+        };
+        assert_eq!(file.children[0].pid, 9);
+        // Written again, the unused field is gone.
+        registry.store(&file).unwrap();
+        let text = std::fs::read_to_string(registry.path()).unwrap();
+        assert!(!text.contains("generation"), "{text}");
+    }
+
+    #[test]
     fn round_trips_and_reports_missing_and_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::new(dir.path().join("r.json"));
@@ -123,7 +143,6 @@ mod tests {
                 pgid: 10,
                 start_time: 99,
                 owner_token: "t.1".into(),
-                generation: 1,
             }],
         };
         registry.store(&file).unwrap();

@@ -36,6 +36,9 @@ use crate::process::proc_info::{
     owner_token_of, processes_with_owner_prefix, read_proc_stat, ProcStat,
 };
 
+use crate::process::kill;
+use crate::process::signal::Signal;
+
 use super::registry::{Loaded, Registry};
 use super::InstanceId;
 
@@ -208,14 +211,13 @@ pub fn sweep_leftovers(
     own: InstanceId,
 ) -> SweepReport {
     let mut plan = plan_sweep(registry.load(), &LiveProcesses, workspace_prefix, own);
+    // Groups whose leader we verified by start time, group and a leftover
+    // owner token; pids carrying a token of a dead instance of ours.
     for &pgid in &plan.groups {
-        // SAFETY: killpg on a group whose leader we verified by start time,
-        // group and a leftover owner token.
-        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+        let _ = kill::signal_group(pgid, Signal::KILL);
     }
     for &pid in &plan.pids {
-        // SAFETY: kill on a pid carrying a token of a dead instance of ours.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        kill::kill_process(pid);
     }
     SweepReport {
         groups_killed: plan.groups.clone(),
@@ -307,7 +309,6 @@ mod tests {
                     pgid,
                     start_time,
                     owner_token: format!("{WS}1-1.{}", i + 1),
-                    generation: 1,
                 })
                 .collect(),
         })

@@ -12,6 +12,10 @@
 //! silently replaced by a socket of our own (clients would then reach a
 //! different socket than the one systemd shows).
 
+// Socket activation hands descriptors over by number (`LISTEN_FDS`);
+// taking ownership of one (`from_raw_fd`) has no safe interface.
+#![allow(unsafe_code)]
+
 use std::ffi::OsString;
 use std::os::fd::{BorrowedFd, FromRawFd, RawFd};
 use std::os::unix::net::UnixListener;

@@ -1,5 +1,8 @@
 //! `hold_lock`: a real fcntl write lock, seen by another process.
 
+// Tests of the fake at the system level (signal dispositions, fcntl locks).
+#![allow(unsafe_code)]
+
 use std::os::fd::AsRawFd;
 
 use fake_cgc::texts::{lock_error_line, LOCK_ERROR_HINT};

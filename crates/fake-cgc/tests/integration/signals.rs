@@ -1,5 +1,8 @@
 //! Signal behaviour of the built-in watch and of scripts.
 
+// Tests of the fake at the system level (signal dispositions, fcntl locks).
+#![allow(unsafe_code)]
+
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 
 use fake_cgc::texts::{

@@ -2,6 +2,9 @@
 //! a running fake whose output is read line by line with timeouts, and
 //! guards that kill every process a test starts, even when it fails.
 
+// Tests of the fake at the system level (signal dispositions, fcntl locks).
+#![allow(unsafe_code)]
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
