@@ -4,13 +4,16 @@
 //!
 //! - a line that does not decode: one `error` reply, built by
 //!   [`FrameError::to_reply`], the connection stays open;
-//! - `hello` → `welcome`, `status` → `state`, `config` → `config`, each
-//!   carrying the request's id;
+//! - `hello` → `welcome`, `status` → `state`, `config` → `config`,
+//!   `take_notices` → `notices` (an `unknown_session` error in its place
+//!   for a session that is not live), each carrying the request's id;
 //! - `subscribe` → `ack` when the request had an id, then a `state`
 //!   without one (where things stand);
 //! - the events (`session_start`, `tool_call`, `tool_result`,
 //!   `session_shutdown`) and `sync` → `ack` only when the request had an
-//!   id, so a harness can pipeline them;
+//!   id, so a harness can pipeline them (for a `tool_call`/`tool_result`
+//!   naming a session that is not live, an `unknown_session` error in the
+//!   ack's place: one reply either way);
 //! - an over-long line: one `too_large` error without an id, then the
 //!   connection closes.
 //!
@@ -18,8 +21,8 @@
 //! business; placeholders stand in for them.
 
 use cgc_fresh_proto::{
-    ClientFrame, ConfigFrame, Envelope, ErrorFrame, FrameError, FreshnessStatus, RequestId,
-    ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
+    ClientFrame, ConfigFrame, Envelope, ErrorFrame, FrameError, FreshnessStatus, NoticesFrame,
+    RequestId, ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
 };
 
 /// The service's answer to one decoded (or refused) line.
@@ -49,6 +52,13 @@ pub fn answer(decoded: &Result<Envelope<ClientFrame>, FrameError>) -> Vec<Envelo
             replies.push(Envelope::new(placeholder_state()));
             replies
         }
+        ClientFrame::TakeNotices(take) => vec![Envelope::with_id(
+            id,
+            ServerFrame::Notices(NoticesFrame {
+                session: take.session.clone(),
+                notices: Vec::new(),
+            }),
+        )],
         ClientFrame::Sync
         | ClientFrame::SessionStart(_)
         | ClientFrame::ToolCall(_)
