@@ -20,18 +20,8 @@ use serde_json::{json, Value};
 use crate::support::{
     agent_edit, assert_gone_with_no_token_holders, assert_second_serve_is_refused, fake_cgc_path,
     fast_env, indexed_with_fake, is_alive, open_session_as, processes_with_owner_prefix,
-    socket_activated_service, vitals, wait_until, workspace_id, Conn, FakeCgc, KilledOnDrop,
-    Sandbox, Service,
+    socket_activated_service, vitals, wait_until, Conn, FakeCgc, KilledOnDrop, Sandbox, Service,
 };
-
-fn state_file_path(sandbox: &Sandbox) -> PathBuf {
-    let canonical = fs::canonicalize(sandbox.workspace()).expect("canonical");
-    sandbox
-        .state_home()
-        .join("cgc-fresh")
-        .join(workspace_id(&canonical))
-        .join("state.json")
-}
 
 /// A new connection is welcomed and answered.
 fn assert_serves_a_new_connection(service: &Service) {
@@ -45,7 +35,7 @@ fn assert_serves_a_new_connection(service: &Service) {
 /// The state file parses and says what the service says now; `fresh` is on
 /// disk only when the service itself says `fresh`.
 fn assert_state_file_agrees(sandbox: &Sandbox, conn: &mut Conn) {
-    let path = state_file_path(sandbox);
+    let path = sandbox.state_file();
     let mut last = (Value::Null, Value::Null);
     for attempt in 0..50 {
         let said = conn.request(json!({"type": "status"}), 7000 + attempt);
@@ -338,7 +328,7 @@ fn a_removed_runtime_directory_is_rebuilt_and_a_second_serve_is_still_refused() 
 #[test]
 fn a_lock_file_replaced_by_one_another_process_holds_stops_the_service_gracefully() {
     let (sandbox, fake, mut service) = indexed_with_fake(json!({}), &fast_env(&[]));
-    let lock = state_file_path(&sandbox).with_file_name("instance.lock");
+    let lock = sandbox.state_file().with_file_name("instance.lock");
     assert!(lock.exists(), "{}", lock.display());
     // Another holder of a file that then takes the lock's name (as if a
     // second service had started after the old file was deleted).
@@ -845,7 +835,7 @@ fn state_registry_lock_and_socket_are_created_user_only() {
     // A running sync: the registry lists it.
     conn.wait_status("syncing");
     let runtime = service.socket.parent().unwrap().to_path_buf();
-    let state = state_file_path(&sandbox);
+    let state = sandbox.state_file();
     let registry = state.with_file_name("children.json");
     let lock = state.with_file_name("instance.lock");
     wait_until("the registry file", Duration::from_secs(5), || {

@@ -13,18 +13,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    agent_edit, fast_env, indexed_with_fake, open_session_as, wait_until, workspace_id, FakeCgc,
-    Sandbox, Service,
+    agent_edit, fast_env, indexed_with_fake, open_session_as, wait_until, FakeCgc, Sandbox, Service,
 };
-
-fn state_file(sandbox: &Sandbox) -> PathBuf {
-    let canonical = fs::canonicalize(sandbox.workspace()).expect("canonical");
-    sandbox
-        .state_home()
-        .join("cgc-fresh")
-        .join(workspace_id(&canonical))
-        .join("state.json")
-}
 
 /// `cgc-fresh status --json` for the sandbox: exit code and parsed stdout.
 fn status_json(sandbox: &Sandbox) -> (Option<i32>, Value) {
@@ -101,7 +91,7 @@ fn a_failed_state_write_withdraws_a_fresh_record_and_offline_status_never_says_f
     let mut conn = open_session_as(&service, "pi", "s1");
     agent_edit(&mut conn, "s1", "a.py");
     conn.wait_status("fresh");
-    let path = state_file(&sandbox);
+    let path = sandbox.state_file();
     wait_until("fresh on disk", Duration::from_secs(10), || {
         fs::read_to_string(&path).is_ok_and(|text| text.contains("\"fresh\""))
     });
@@ -143,7 +133,7 @@ fn offline_status_json_has_the_live_shape_and_never_repeats_a_recorded_fresh() {
     assert_eq!(code, Some(0));
     assert_eq!(live["observed"], true, "{live}");
     assert_eq!(live["status"], "fresh", "{live}");
-    let path = state_file(&sandbox);
+    let path = sandbox.state_file();
     wait_until("fresh on disk", Duration::from_secs(10), || {
         fs::read_to_string(&path).is_ok_and(|text| text.contains("\"fresh\""))
     });
@@ -201,7 +191,7 @@ fn a_sync_stopped_by_an_orderly_shutdown_is_not_recorded_as_an_error() {
     let status = service.wait_exit(Duration::from_secs(15));
     assert!(status.success(), "{status}");
     let record: Value =
-        serde_json::from_str(&fs::read_to_string(state_file(&sandbox)).unwrap()).unwrap();
+        serde_json::from_str(&fs::read_to_string(sandbox.state_file()).unwrap()).unwrap();
     assert!(
         record.get("last_error").is_none(),
         "an orderly stop was recorded as an error: {record}"

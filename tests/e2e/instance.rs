@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::support::{
-    indexed_with_fake, is_alive, wait_until, workspace_id, Conn, FakeCgc, KilledOnDrop, Sandbox,
-    Service,
+    indexed_with_fake, is_alive, wait_until, Conn, FakeCgc, KilledOnDrop, Sandbox, Service,
 };
 
 const ENV: [(&str, &str); 3] = [
@@ -29,21 +28,12 @@ fn hanging_sync_with_daemon() -> Value {
     json!({"watch": {"steps": [{"spawn_daemon": {"sleep_ms": 600000}}, {"hang": true}]}})
 }
 
-/// The workspace's state directory (`$XDG_STATE_HOME/cgc-fresh/<id>`).
-fn state_dir(sandbox: &Sandbox) -> PathBuf {
-    let canonical = fs::canonicalize(sandbox.workspace()).expect("canonical");
-    sandbox
-        .state_home()
-        .join("cgc-fresh")
-        .join(workspace_id(&canonical))
-}
-
 fn lock_path(sandbox: &Sandbox) -> PathBuf {
-    state_dir(sandbox).join("instance.lock")
+    sandbox.state_dir().join("instance.lock")
 }
 
 fn registry_path(sandbox: &Sandbox) -> PathBuf {
-    state_dir(sandbox).join("children.json")
+    sandbox.state_dir().join("children.json")
 }
 
 fn mode(path: &Path) -> u32 {
@@ -305,7 +295,7 @@ fn a_symlink_planted_at_the_lock_path_is_not_followed() {
     let sandbox = Sandbox::new();
     let victim = sandbox.root.path().join("victim");
     fs::write(&victim, "precious\n").unwrap();
-    let dir = state_dir(&sandbox);
+    let dir = sandbox.state_dir();
     fs::create_dir_all(&dir).unwrap();
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
     std::os::unix::fs::symlink(&victim, lock_path(&sandbox)).unwrap();
@@ -454,7 +444,7 @@ fn a_clean_stop_leaves_no_lock_or_registry_and_removes_only_its_own_socket() {
     }
     assert!(!service.socket.exists(), "{}", service.log_text());
     assert_eq!(
-        listing(&state_dir(&sandbox)),
+        listing(&sandbox.state_dir()),
         vec!["state.json".to_string()]
     );
     // Second service: another socket file takes the path; it is not ours
@@ -477,7 +467,7 @@ fn a_clean_stop_leaves_no_lock_or_registry_and_removes_only_its_own_socket() {
         second.log_text()
     );
     assert_eq!(
-        listing(&state_dir(&sandbox)),
+        listing(&sandbox.state_dir()),
         vec!["state.json".to_string()]
     );
 }
@@ -485,7 +475,7 @@ fn a_clean_stop_leaves_no_lock_or_registry_and_removes_only_its_own_socket() {
 #[test]
 fn a_removed_state_directory_is_rebuilt_the_lock_taken_again_and_a_second_serve_refused() {
     let (sandbox, _fake, first, _conn, children) = first_with_children();
-    let dir = state_dir(&sandbox);
+    let dir = sandbox.state_dir();
     // The lock file alone first, then the whole directory.
     fs::remove_file(lock_path(&sandbox)).unwrap();
     wait_until(

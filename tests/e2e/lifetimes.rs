@@ -29,13 +29,8 @@ fn harness(service: &Service, instance: &str, session: &str) -> Conn {
 }
 
 fn watch_pids(fake: &FakeCgc) -> Vec<i32> {
-    fake.invocations()
+    fake.watch_invocations()
         .into_iter()
-        .filter(|r| {
-            r["argv"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|v| v == "watch"))
-        })
         .filter_map(|r| r["pid"].as_i64().map(|pid| pid as i32))
         .collect()
 }

@@ -51,6 +51,18 @@ impl Sandbox {
             .arg(self.workspace());
         cmd
     }
+    /// The workspace's state directory (`$XDG_STATE_HOME/cgc-fresh/<id>`):
+    /// `state.json`, the instance lock, the child registry.
+    pub fn state_dir(&self) -> PathBuf {
+        let canonical = fs::canonicalize(self.workspace()).expect("canonical");
+        self.state_home()
+            .join("cgc-fresh")
+            .join(workspace_id(&canonical))
+    }
+    /// The workspace's freshness record.
+    pub fn state_file(&self) -> PathBuf {
+        self.state_dir().join("state.json")
+    }
     /// Where the default socket for this sandbox's workspace is.
     pub fn default_socket(&self) -> PathBuf {
         let canonical = fs::canonicalize(self.workspace()).expect("canonical");
@@ -749,5 +761,20 @@ pub fn indexed_with_fake(scenario: Value, env: &[(&str, &str)]) -> (Sandbox, Fak
 pub fn send_signal(pid: i32, signal: i32) {
     if let Ok(signal) = nix::sys::signal::Signal::try_from(signal) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    }
+}
+
+impl FakeCgc {
+    /// The invocations that ran `watch` (the managed watcher, or a
+    /// reconcile sync).
+    pub fn watch_invocations(&self) -> Vec<Value> {
+        self.invocations()
+            .into_iter()
+            .filter(|r| {
+                r["argv"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|v| v == "watch"))
+            })
+            .collect()
     }
 }

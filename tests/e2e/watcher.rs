@@ -3,23 +3,12 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::{
     agent_edit, args_of, fast_env, indexed_with_fake, is_alive, open_session, wait_until, FakeCgc,
     ForeignLock, Sandbox, Service,
 };
-
-fn watch_invocations(fake: &FakeCgc) -> Vec<Value> {
-    fake.invocations()
-        .into_iter()
-        .filter(|r| {
-            r["argv"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|v| v == "watch"))
-        })
-        .collect()
-}
 
 #[test]
 fn on_mode_spawns_the_watcher_verifies_it_and_it_owns_freshness() {
@@ -94,7 +83,7 @@ fn on_mode_with_the_database_locked_skips_as_busy_and_lazy_mode_runs() {
     // Lazy mode: the next edit syncs.
     agent_edit(&mut conn, "s1", "a.py");
     conn.wait_status("fresh");
-    assert_eq!(watch_invocations(&fake).len(), 1);
+    assert_eq!(fake.watch_invocations().len(), 1);
 }
 
 #[test]
@@ -137,7 +126,7 @@ fn auto_mode_with_a_server_backend_spawns_and_verifies() {
     let mut conn = open_session(&service, "s1");
     let (fresh, _) = conn.wait_status("fresh");
     assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
-    assert_eq!(watch_invocations(&fake).len(), 1);
+    assert_eq!(fake.watch_invocations().len(), 1);
 }
 
 #[test]
@@ -196,7 +185,7 @@ fn a_hung_doctor_is_killed_at_the_bound_and_the_answer_is_embedded() {
             || !is_alive(pid),
         );
     }
-    assert!(watch_invocations(&fake).is_empty());
+    assert!(fake.watch_invocations().is_empty());
 }
 
 #[test]
@@ -223,13 +212,13 @@ fn doctor_output_decides_the_backend_and_garbage_fails_open() {
         if expect_spawn {
             conn.wait_status("fresh");
             assert_eq!(
-                watch_invocations(&fake).len(),
+                fake.watch_invocations().len(),
                 1,
                 "doctor's line says neo4j (its exit code says nothing)"
             );
         } else {
             conn.wait_seen("declined", |f| f["condition"] == "watcher_declined_backend");
-            assert!(watch_invocations(&fake).is_empty());
+            assert!(fake.watch_invocations().is_empty());
         }
     }
 }
@@ -288,7 +277,7 @@ fn a_watcher_that_dies_before_verification_is_not_verified_and_lazy_mode_resumes
         agent_edit(&mut conn, "s1", "a.py");
         conn.wait_status("fresh");
         assert_eq!(
-            watch_invocations(&fake).len(),
+            fake.watch_invocations().len(),
             2,
             "the watcher, then the lazy sync"
         );
@@ -373,5 +362,5 @@ fn a_db_root_option_in_global_args_outranks_the_environment() {
         notice["text"].as_str().unwrap().contains("kuzudb"),
         "{notice}"
     );
-    assert!(watch_invocations(&fake).is_empty());
+    assert!(fake.watch_invocations().is_empty());
 }
