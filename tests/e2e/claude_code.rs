@@ -97,12 +97,8 @@ fn run_hook_bytes(
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload)
-        .expect("payload");
+    // A hook that exits without reading (bad arguments) closes the pipe.
+    let _ = child.stdin.take().expect("stdin").write_all(payload);
     let output = child.wait_with_output().expect("hook output");
     let took = started.elapsed();
     assert_eq!(
@@ -860,19 +856,58 @@ impl RealProject {
         cmd
     }
 
-    /// Runs Claude Code to its end; returns its stream-json events.
-    fn run_claude(&self, api: &FakeApi, args: &[&str]) -> Vec<Value> {
-        let out = self
+    /// Starts Claude Code; its output goes to files named after `name`.
+    fn spawn_claude(&self, api: &FakeApi, args: &[&str], name: &str) -> RunningClaude {
+        let stdout = self
+            .sandbox
+            .root
+            .path()
+            .join(format!("claude-{name}.jsonl"));
+        let stderr = self.sandbox.root.path().join(format!("claude-{name}.err"));
+        let child = self
             .claude(api, args)
-            .output()
+            .stdout(fs::File::create(&stdout).expect("stdout file"))
+            .stderr(fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
             .expect("the real Claude Code");
+        RunningClaude {
+            child: KilledOnDrop(child),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Runs Claude Code to its end; returns its stream-json events.
+    fn run_claude(&self, api: &FakeApi, args: &[&str], name: &str) -> Vec<Value> {
+        self.spawn_claude(api, args, name).finish()
+    }
+}
+
+/// A Claude Code process and where its output goes.
+struct RunningClaude {
+    child: KilledOnDrop,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl RunningClaude {
+    /// Waits (bounded) for the end; returns the stream-json events.
+    fn finish(mut self) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "claude did not finish");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let stdout = fs::read_to_string(&self.stdout).unwrap_or_default();
         assert!(
-            out.status.success(),
-            "claude failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            status.success(),
+            "claude failed ({status}): {stdout}\n{}",
+            fs::read_to_string(&self.stderr).unwrap_or_default()
         );
-        String::from_utf8_lossy(&out.stdout)
+        stdout
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
@@ -910,6 +945,7 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
     };
     let ws = project.sandbox.workspace();
     let gamma = ws.join("pkg/gamma.py");
+    let release = project.sandbox.root.path().join("release-last-turn");
     let api = FakeApi::start(
         project.sandbox.root.path(),
         json!([
@@ -921,7 +957,11 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
             {"after_tool_result": "toolu_e1",
              "tool_use": {"id": "toolu_b1", "name": "Bash", "input": {
                  "command": "sed -i s/beta_main/beta_by_sed/ pkg/beta.py", "description": "rename"}}},
-            {"after_tool_result": "toolu_b1", "text": "done"},
+            // The last reply waits until the test saw the service fresh:
+            // the session stays open meanwhile, as an interactive one does
+            // (a `-p` run ends its session with its last turn, and the
+            // service stops the session's sync when the session ends).
+            {"after_tool_result": "toolu_b1", "text": "done", "wait_for_file": release},
             {"user_text_contains": "PHASE2", "text": "resumed"},
             {"user_text_contains": "PHASE3", "hang": true}
         ]),
@@ -930,8 +970,14 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
     let mut watch = observer(&service);
     project.install_hooks();
 
-    // 1. A session that writes, edits, and runs a shell edit.
-    let first = project.run_claude(&api, &["-p", "PHASE1: write, edit, sed"]);
+    // 1. A session that writes, edits, and runs a shell edit; the graph
+    //    is fresh — and true — while it is still open.
+    let running = project.spawn_claude(&api, &["-p", "PHASE1: write, edit, sed"], "first");
+    wait_fresh(&service, Duration::from_secs(120));
+    assert_eq!(project.functions_named("edited_by_claude"), 1);
+    assert_eq!(project.functions_named("written_by_claude"), 0);
+    fs::write(&release, "").expect("release");
+    let first = running.finish();
     let session = session_id(&first);
     assert!(fs::read_to_string(&gamma)
         .expect("gamma written")
@@ -958,14 +1004,6 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
     let ends = service.log_events("session_shutdown");
     let ends = events_for(&ends, &session);
     assert_eq!(ends.len(), 1, "SessionEnd of a -p run: {ends:?}");
-    // The graph holds what Claude wrote and edited once fresh is reported.
-    wait_until("fresh", Duration::from_secs(120), || {
-        let status =
-            Conn::connect(&service.socket).request(json!({"type": "status"}), 1)["status"].clone();
-        status == "fresh"
-    });
-    assert_eq!(project.functions_named("edited_by_claude"), 1);
-    assert_eq!(project.functions_named("written_by_claude"), 0);
     let shown_first = shown_notices(&first);
     assert!(
         shown_first.iter().any(|n| n.contains("may be stale")),
@@ -973,7 +1011,11 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
     );
 
     // 2. --resume keeps the session id; pending notices show at its Stop.
-    let second = project.run_claude(&api, &["-p", "PHASE2: anything new?", "--resume", &session]);
+    let second = project.run_claude(
+        &api,
+        &["-p", "PHASE2: anything new?", "--resume", &session],
+        "second",
+    );
     assert_eq!(session_id(&second), session);
     let starts = service.log_events("session_start");
     let reasons: Vec<&Value> = events_for(&starts, &session)
@@ -994,12 +1036,7 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
 
     // 3. A session whose Claude Code is SIGKILLed mid-turn: no SessionEnd
     //    runs; the service ends the session when its owner is gone.
-    let mut third = KilledOnDrop(
-        project
-            .claude(&api, &["-p", "PHASE3: hang"])
-            .spawn()
-            .expect("claude"),
-    );
+    let mut third = project.spawn_claude(&api, &["-p", "PHASE3: hang"], "third");
     let mut owner: Option<(String, i64)> = None;
     wait_until(
         "the third session to start",
@@ -1022,8 +1059,8 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
     let _ = Command::new("kill")
         .args(["-KILL", &owner_pid.to_string()])
         .status();
-    let _ = third.kill();
-    let _ = third.wait();
+    let _ = third.child.kill();
+    let _ = third.child.wait();
     wait_until(
         "the SIGKILLed session to end",
         Duration::from_secs(20),
@@ -1068,6 +1105,27 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
     }
 }
 
+/// Waits until the service reports `fresh`; on timeout, says what it
+/// reported and what its log says about syncs.
+fn wait_fresh(service: &Service, within: Duration) {
+    let deadline = Instant::now() + within;
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        last = Conn::connect(&service.socket).request(json!({"type": "status"}), 1);
+        if last["status"] == "fresh" {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log: Vec<String> = service
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("sync") || l.contains("tool_") || l.contains("error"))
+        .map(str::to_string)
+        .collect();
+    panic!("not fresh within {within:?}: {last}\n{}", log.join("\n"));
+}
+
 /// The notice texts an observer saw (for the model-request check).
 fn watch_texts(watch: &mut Conn) -> Vec<String> {
     watch
@@ -1088,29 +1146,33 @@ fn real_claude_code_bash_sed_edit_reaches_the_graph_once_shell_edits_are_detecte
     let Some(project) = RealProject::new() else {
         return;
     };
+    let release = project.sandbox.root.path().join("release-last-turn");
     let api = FakeApi::start(
         project.sandbox.root.path(),
         json!([
             {"user_text_contains": "BASH",
              "tool_use": {"id": "toolu_b1", "name": "Bash", "input": {
                  "command": "sed -i s/beta_main/beta_by_sed/ pkg/beta.py", "description": "rename"}}},
-            {"after_tool_result": "toolu_b1", "text": "done"}
+            {"after_tool_result": "toolu_b1", "text": "done", "wait_for_file": release}
         ]),
     );
     let service = project.service();
     let mut watch = observer(&service);
     project.install_hooks();
-    project.run_claude(&api, &["-p", "BASH: rename with sed"]);
+    let running = project.spawn_claude(&api, &["-p", "BASH: rename with sed"], "bash");
     assert!(
         fs::read_to_string(project.sandbox.workspace().join("pkg/beta.py"))
             .expect("beta")
             .contains("beta_by_sed")
     );
-    // The shell edit is counted as an edit, and a sync covers it.
+    // The shell edit is counted as an edit, and a sync covers it while
+    // the session is open.
     watch.wait_seen("the edit epoch to move", |f| {
         f["type"] == "state" && f["edit_epoch"].as_u64().unwrap_or(0) > 0
     });
-    watch.wait_status("fresh");
+    wait_fresh(&service, Duration::from_secs(120));
     assert_eq!(project.functions_named("beta_by_sed"), 1);
     assert_eq!(project.functions_named("beta_main"), 0);
+    fs::write(&release, "").expect("release");
+    running.finish();
 }

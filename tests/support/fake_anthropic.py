@@ -19,7 +19,10 @@ user message of a request:
 id; `user_text_contains` when one of its text blocks (or its string content)
 contains the text. The reply is a tool_use (stop_reason `tool_use`), a text
 (stop_reason `end_turn`), or `hang`: message_start, then nothing until the
-client goes away (at most `--hang-seconds`). No rule matches: the text `ok`.
+client goes away (at most `--hang-seconds`). A rule may also hold its reply
+until a file exists (`"wait_for_file": PATH`, at most `--hang-seconds`): a
+test keeps the session open that way while it checks the service. No rule
+matches: the text `ok`.
 
 Usage: fake_anthropic.py --script FILE --record FILE
 Prints `port <n>` on standard output once listening on 127.0.0.1, then
@@ -29,6 +32,7 @@ serves until killed.
 import argparse
 import gzip
 import json
+import os
 import sys
 import threading
 import time
@@ -125,6 +129,10 @@ class Handler(BaseHTTPRequestHandler):
             self.server.counter += 1
             n = self.server.counter
         rule = choose(self.server.script, body)
+        if "wait_for_file" in rule:
+            deadline = time.monotonic() + self.server.hang_seconds
+            while not os.path.exists(rule["wait_for_file"]) and time.monotonic() < deadline:
+                time.sleep(0.1)
         model = body.get("model", "claude-fake")
         message = {
             "id": f"msg_fake_{n}",
