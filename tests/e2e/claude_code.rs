@@ -1160,11 +1160,10 @@ fn real_claude_code_bash_sed_edit_reaches_the_graph_once_shell_edits_are_detecte
     let mut watch = observer(&service);
     project.install_hooks();
     let running = project.spawn_claude(&api, &["-p", "BASH: rename with sed"], "bash");
-    assert!(
-        fs::read_to_string(project.sandbox.workspace().join("pkg/beta.py"))
-            .expect("beta")
-            .contains("beta_by_sed")
-    );
+    let beta = project.sandbox.workspace().join("pkg/beta.py");
+    wait_until("Claude's sed to run", Duration::from_secs(120), || {
+        fs::read_to_string(&beta).is_ok_and(|t| t.contains("beta_by_sed"))
+    });
     // The shell edit is counted as an edit, and a sync covers it while
     // the session is open.
     watch.wait_seen("the edit epoch to move", |f| {
