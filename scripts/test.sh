@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: lints, every crate's tests, the
 # end-to-end tests that run the real binary (against the fake `cgc` and the
-# real, pinned `cgc`), the Pi bridge's tests and a short fuzzing run.
+# real, pinned `cgc`; the real, pinned Claude Code offline against a fake
+# Messages API), the Pi bridge's tests and a short fuzzing run.
 # Installs what the tests
 # need on the way; the installs are cached between runs outside the tree.
 set -euo pipefail
@@ -25,6 +26,13 @@ export CGC_FRESH_REAL_CGC
 export CGC_FRESH_FALKORDB_SERVER_SCRIPT="$repo/scripts/falkordb-server.sh"
 # Real-CLI tests fail (not skip) when this is set and the CLI is missing.
 export CGC_FRESH_REQUIRE_REAL_CGC=1
+
+echo "== the real Claude Code (pinned, npm, in a directory this suite owns)"
+CGC_FRESH_CLAUDE_CODE="$(CGC_FRESH_CLAUDE_CODE_DIR="${CGC_FRESH_CLAUDE_CODE_DIR:-$cache/claude-code}" \
+    scripts/install-claude-code.sh | tail -n 1)"
+export CGC_FRESH_CLAUDE_CODE
+# The Claude Code end-to-end test fails (not skips) without it.
+export CGC_FRESH_REQUIRE_CLAUDE_CODE=1
 
 echo "== Rust tests"
 cargo test --workspace --locked -- --test-threads="${CGC_FRESH_TEST_THREADS:-4}"

@@ -4,6 +4,7 @@
 mod support;
 
 mod backpressure;
+mod claude_code;
 mod config;
 mod deploy;
 mod faults;

@@ -15,6 +15,7 @@
 //! target/release/cgc-fresh-bench busy           # needs the real cgc (scripts/install-cgc.sh)
 //! target/release/cgc-fresh-bench strategies     # needs the real cgc; takes minutes
 //! target/release/cgc-fresh-bench slow-reader    # clients that never read
+//! target/release/cgc-fresh-bench hook           # one Claude Code hook process
 //! target/release/cgc-fresh-bench connections    # 10 000 held; the descriptor limit
 //! ```
 //!
@@ -117,6 +118,12 @@ enum Bench {
     },
     /// Concurrent manual syncs → cgc processes spawned (fake cgc).
     Dedup,
+    /// Wall time of one `cgc-fresh hook claude-code` process, service up and down (fake cgc).
+    Hook {
+        /// Invocations per measured hook event.
+        #[arg(long, default_value_t = 200)]
+        invocations: usize,
+    },
     /// Each sync strategy on a generated workspace (real cgc; minutes).
     Strategies {
         /// Generated Python modules.
@@ -186,6 +193,7 @@ fn run() -> Result<()> {
             benches::busy::run(&tools, &BusyOptions { probes, cli_runs })
         }
         Bench::Dedup => benches::dedup::run(&tools),
+        Bench::Hook { invocations } => benches::hook::run(&tools, invocations),
         Bench::SlowReader {
             seconds,
             edits,

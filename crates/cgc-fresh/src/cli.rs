@@ -41,6 +41,23 @@ pub struct Target {
     pub socket: Option<PathBuf>,
 }
 
+/// A harness `install --harness` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Harness {
+    /// Claude Code: command hooks and the status line in `settings.json`.
+    ClaudeCode,
+}
+
+/// The harnesses `hook` speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum HookHarness {
+    /// A Claude Code command hook (SessionStart, PreToolUse, PostToolUse,
+    /// PostToolUseFailure, Stop, SessionEnd); no service running means a
+    /// silent exit 0, after starting one unless CGC_FRESH_NO_AUTOSTART=1.
+    /// CGC_FRESH_HOOK_LOG names a file for the hook's JSON log lines.
+    ClaudeCode,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service for the workspace (foreground; logs on stderr).
@@ -53,8 +70,15 @@ pub enum Command {
     /// Show whether the graph can be trusted right now.
     Status {
         /// Print the state frame as JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "line")]
         json: bool,
+        /// Print one short line for a status bar (Claude Code's
+        /// `statusLine`), e.g. `graph: fresh`; prints nothing and exits 0
+        /// when no service answers. Reads the workspace from a JSON object
+        /// on standard input (`workspace.project_dir`, `cwd`) when one is
+        /// there, else `CLAUDE_PROJECT_DIR`, else `--workspace`.
+        #[arg(long)]
+        line: bool,
     },
     /// Ask the service to sync the graph now (not budgeted; single-flight).
     Sync,
@@ -69,17 +93,41 @@ pub enum Command {
         frames: Vec<String>,
     },
     /// Install and start a systemd user socket unit for the workspace
-    /// (without systemd: says how to run `serve` by hand).
+    /// (without systemd: says how to run `serve` by hand); with
+    /// `--harness claude-code`, merge the hooks and the status line into
+    /// Claude Code's settings instead.
     Install {
         /// Print what would be done, and do nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Install for a harness instead of systemd.
+        #[arg(long, value_enum)]
+        harness: Option<Harness>,
+        /// With `--harness`: the project's `.claude/settings.json` (default)
+        /// or the user's `~/.claude/settings.json`.
+        #[arg(long, value_enum)]
+        scope: Option<crate::harness::claude_settings::Scope>,
     },
-    /// Stop and remove the workspace's systemd user instance.
+    /// Stop and remove the workspace's systemd user instance; with
+    /// `--harness claude-code`, take exactly the entries `install` added
+    /// out of Claude Code's settings.
     Uninstall {
         /// Print what would be done, and do nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Uninstall from a harness instead of systemd.
+        #[arg(long, value_enum)]
+        harness: Option<Harness>,
+        /// With `--harness`: which settings file (as for `install`).
+        #[arg(long, value_enum)]
+        scope: Option<crate::harness::claude_settings::Scope>,
+    },
+    /// Run as a harness's hook: read one hook payload on standard input and
+    /// report it to the service. Always exits 0 and prints nothing but the
+    /// person's notices (as the harness expects them).
+    Hook {
+        #[command(subcommand)]
+        harness: HookHarness,
     },
     /// Print the effective configuration, where each value came from, and warnings.
     Config {

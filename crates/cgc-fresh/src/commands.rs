@@ -7,13 +7,41 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use cgc_fresh_proto::{ClientFrame, Envelope, ServerFrame, StateFrame};
 
-use crate::cli::{Cli, Command, Target, EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_OK, EXIT_SERVICE_ERROR};
+use crate::cli::{
+    Cli, Command, Harness, HookHarness, Target, EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_OK,
+    EXIT_SERVICE_ERROR,
+};
 use crate::client::{Client, ClientError};
 use crate::paths::{canonical_workspace, ProcessEnv, ServicePaths};
 use crate::service::{self, ServeOptions};
 
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
-    if let Command::Uninstall { dry_run } = cli.command {
+    match &cli.command {
+        Command::Hook { harness } => return Ok(hook(*harness, &cli.target)),
+        Command::Status { line: true, .. } => return Ok(status_line(&cli.target)),
+        Command::Install {
+            dry_run,
+            harness: Some(harness),
+            scope,
+        } => return harness_install(*harness, *scope, &cli.target, *dry_run, true),
+        Command::Uninstall {
+            dry_run,
+            harness: Some(harness),
+            scope,
+        } => return harness_install(*harness, *scope, &cli.target, *dry_run, false),
+        Command::Install {
+            scope: Some(_),
+            harness: None,
+            ..
+        }
+        | Command::Uninstall {
+            scope: Some(_),
+            harness: None,
+            ..
+        } => anyhow::bail!("--scope needs --harness (e.g. --harness claude-code)"),
+        _ => {}
+    }
+    if let Command::Uninstall { dry_run, .. } = cli.command {
         // The workspace may be gone already; its absolute path still names
         // the instance.
         let workspace = canonical_workspace(&cli.target.workspace)
@@ -23,7 +51,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     let paths = resolve(&cli.target)?;
     match cli.command {
-        Command::Install { dry_run } => {
+        Command::Install { dry_run, .. } => {
             crate::systemd::install::run_install(
                 &paths.workspace,
                 dry_run,
@@ -39,7 +67,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             })?;
             Ok(EXIT_OK)
         }
-        Command::Status { json } => {
+        Command::Hook { .. } => Ok(EXIT_OK),
+        Command::Status { json, .. } => {
             let code = with_client(&paths, |client| status(client, json))?;
             if code == EXIT_NOT_RUNNING {
                 report_recorded_state(&paths, json);
@@ -66,6 +95,146 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// `hook <harness>`: always exit 0; the log goes to `CGC_FRESH_HOOK_LOG`
+/// or nowhere.
+fn hook(harness: HookHarness, target: &Target) -> u8 {
+    use crate::harness::claude_code;
+    let log_file = std::env::var_os("CGC_FRESH_HOOK_LOG").filter(|v| !v.is_empty());
+    let outcome = std::panic::catch_unwind(|| {
+        let HookHarness::ClaudeCode = harness;
+        let payload = match crate::harness::read_stdin_bounded(HOOK_MAX_PAYLOAD, HOOK_STDIN_WAIT) {
+            Some(Ok(payload)) => payload,
+            Some(Err(error)) => {
+                let mut outcome = claude_code::HookOutcome::default();
+                outcome.log.event(
+                    "warn",
+                    "hook_stdin_unreadable",
+                    serde_json::json!({ "error": error }),
+                );
+                return outcome;
+            }
+            None => {
+                let mut outcome = claude_code::HookOutcome::default();
+                outcome.log.event(
+                    "warn",
+                    "hook_stdin_timeout",
+                    serde_json::json!({ "waited_ms": HOOK_STDIN_WAIT.as_millis() as u64 }),
+                );
+                return outcome;
+            }
+        };
+        let env = claude_code::HookEnv::from_process();
+        claude_code::run(&payload, &env, |workspace| {
+            let canonical = canonical_workspace(workspace).map_err(|e| e.to_string())?;
+            let paths = ServicePaths::resolve(&canonical, target.socket.as_deref(), &ProcessEnv);
+            let autostart = match std::env::var("CGC_FRESH_NO_AUTOSTART").as_deref() {
+                Ok("1") => None,
+                _ => std::env::current_exe().ok(),
+            };
+            Ok(claude_code::HookIo {
+                socket: crate::instance_lock::client_socket(&paths),
+                budget: hook_budget(),
+                autostart,
+                socket_override: target.socket.clone(),
+            })
+        })
+    });
+    match outcome {
+        Ok(outcome) => {
+            if let Some(line) = &outcome.stdout {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}").and_then(|_| out.flush());
+            }
+            if let Some(path) = &log_file {
+                outcome.log.append_to(std::path::Path::new(path));
+            }
+        }
+        Err(_) => {
+            if let Some(path) = &log_file {
+                let mut log = crate::harness::hook_log::HookLog::default();
+                log.event("error", "hook_panicked", serde_json::Value::Null);
+                log.append_to(std::path::Path::new(path));
+            }
+        }
+    }
+    EXIT_OK
+}
+
+/// A hook payload larger than this is not read (Claude Code's `Write`
+/// payload carries the file's content).
+const HOOK_MAX_PAYLOAD: u64 = 64 * 1024 * 1024;
+/// How long the hook waits for its standard input to end.
+const HOOK_STDIN_WAIT: Duration = Duration::from_secs(2);
+
+/// The hook's socket budget: `CGC_FRESH_HOOK_BUDGET_MS`, else the default.
+fn hook_budget() -> Duration {
+    std::env::var("CGC_FRESH_HOOK_BUDGET_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| (1..=10_000).contains(ms))
+        .map(Duration::from_millis)
+        .unwrap_or(crate::harness::claude_code::DEFAULT_BUDGET)
+}
+
+/// `status --line`: one line, or nothing; always exit 0.
+fn status_line(target: &Target) -> u8 {
+    use crate::harness::status_line;
+    use std::io::IsTerminal as _;
+    let stdin = if std::io::stdin().is_terminal() {
+        None
+    } else {
+        crate::harness::read_stdin_bounded(1024 * 1024, Duration::from_millis(100))
+            .and_then(Result::ok)
+    };
+    let project_dir = std::env::var("CLAUDE_PROJECT_DIR").ok();
+    let workspace =
+        status_line::workspace_from(stdin.as_deref(), project_dir.as_deref(), &target.workspace);
+    let Ok(canonical) = canonical_workspace(&workspace) else {
+        return EXIT_OK;
+    };
+    let paths = ServicePaths::resolve(&canonical, target.socket.as_deref(), &ProcessEnv);
+    let socket = crate::instance_lock::client_socket(&paths);
+    if let Some(state) = status_line::fetch_state(&socket, status_line::BUDGET) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", status_line::line_text(&state, now_ms()));
+    }
+    EXIT_OK
+}
+
+/// `install --harness` / `uninstall --harness`.
+fn harness_install(
+    harness: Harness,
+    scope: Option<crate::harness::claude_settings::Scope>,
+    target: &Target,
+    dry_run: bool,
+    install: bool,
+) -> anyhow::Result<u8> {
+    use crate::harness::claude_settings::{self, Scope};
+    let Harness::ClaudeCode = harness;
+    let scope = scope.unwrap_or(Scope::Project);
+    let workspace = match scope {
+        Scope::Project => canonical_workspace(&target.workspace)
+            .or_else(|_| std::path::absolute(&target.workspace))
+            .context("cannot use the workspace")?,
+        Scope::User => target.workspace.clone(),
+    };
+    let config_dir = std::env::var("CLAUDE_CONFIG_DIR").ok();
+    let path = claude_settings::settings_path(
+        scope,
+        &workspace,
+        config_dir.as_deref(),
+        &crate::paths::home_dir(),
+    );
+    let mut out = std::io::stdout();
+    if install {
+        let bin = std::env::current_exe().context("cannot tell where this binary is")?;
+        claude_settings::install(&path, &bin, dry_run, &mut out)?;
+    } else {
+        claude_settings::uninstall(&path, dry_run, &mut out)?;
+    }
+    Ok(EXIT_OK)
 }
 
 fn resolve(target: &Target) -> anyhow::Result<ServicePaths> {

@@ -10,6 +10,7 @@ mod cli;
 mod client;
 mod commands;
 mod config_load;
+mod harness;
 mod instance_lock;
 mod logging;
 mod paths;
@@ -23,13 +24,56 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
-    logging::init();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        // A hook must never exit 2 (Claude Code would feed standard error
+        // to the model), not even for arguments it cannot read.
+        Err(error)
+            if is_hook_invocation()
+                && !matches!(
+                    error.kind(),
+                    clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+                ) =>
+        {
+            return ExitCode::SUCCESS
+        }
+        Err(error) => error.exit(),
+    };
+    // A hook and a status line write nothing to standard error: Claude
+    // Code shows it (or, for a hook, may feed it to the model).
+    let quiet = matches!(
+        cli.command,
+        cli::Command::Hook { .. } | cli::Command::Status { line: true, .. }
+    );
+    if quiet {
+        // A panic is caught and logged by the command itself.
+        std::panic::set_hook(Box::new(|_| {}));
+    } else {
+        logging::init();
+    }
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
+        Err(_) if quiet => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("cgc-fresh: {error:#}");
             ExitCode::from(cli::EXIT_ERROR)
         }
     }
+}
+
+/// `cgc-fresh … hook …`: the first argument that is not an option is `hook`.
+fn is_hook_invocation() -> bool {
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy();
+        if text == "--workspace" || text == "--socket" {
+            args.next();
+            continue;
+        }
+        if text.starts_with('-') {
+            continue;
+        }
+        return text == "hook";
+    }
+    false
 }

@@ -4,6 +4,7 @@
 pub mod busy;
 pub mod connections;
 pub mod dedup;
+pub mod hook;
 pub mod idle;
 pub mod intake;
 pub mod shutdown;
