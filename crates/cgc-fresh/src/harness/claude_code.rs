@@ -569,7 +569,8 @@ fn batch_with_prefix(
 }
 
 /// Starts `binary serve --workspace <workspace>` the way the Pi bridge
-/// does: in its own session, standard streams on /dev/null, not waited for.
+/// does: in its own process group, standard streams on /dev/null, not
+/// waited for.
 /// A second service for the workspace refuses to start, so a race between
 /// two hooks is harmless.
 fn autostart(binary: &Path, workspace: &Path, socket: Option<&Path>) -> std::io::Result<u32> {
@@ -584,16 +585,10 @@ fn autostart(binary: &Path, workspace: &Path, socket: Option<&Path>) -> std::io:
     if let Some(socket) = socket {
         cmd.arg("--socket").arg(socket);
     }
-    // SAFETY: setsid(2) is async-signal-safe and touches no memory of the
-    // parent; it only detaches the child from Claude Code's session and
-    // process group, so signals aimed at those never reach the service.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
+    // Its own process group: signals aimed at Claude Code's group (a
+    // Ctrl-C, a group kill when it exits) never reach the service, and it
+    // is never the terminal's foreground group.
+    cmd.process_group(0);
     let child = cmd.spawn()?;
     // Not waited for: the hook exits now and the service is re-parented.
     Ok(child.id())
