@@ -422,8 +422,8 @@ fn with_no_service_the_hook_is_silent_quick_and_starts_one_detached() {
     wait_until("the autostarted service", Duration::from_secs(20), || {
         std::os::unix::net::UnixStream::connect(&socket).is_ok()
     });
-    // Its own session (setsid), not Claude Code's.
-    assert_eq!(session_of(pid), pid, "the service leads its own session");
+    // Its own process group, not Claude Code's.
+    assert_eq!(process_group_of(pid), pid, "the service leads its own group");
     // The next hook finds it and the session is taken up.
     let mut conn = Conn::connect(&socket);
     assert_eq!(conn.hello()["pid"], pid);
@@ -462,14 +462,14 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// The session id of `pid` (field 6 of /proc/<pid>/stat).
-fn session_of(pid: i32) -> i32 {
+/// The process group of `pid` (field 5 of /proc/<pid>/stat).
+fn process_group_of(pid: i32) -> i32 {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
     let rest = stat.rsplit_once(')').expect("stat format").1;
     rest.split_whitespace()
-        .nth(3)
+        .nth(2)
         .and_then(|s| s.parse().ok())
-        .expect("session field")
+        .expect("process group field")
 }
 
 #[test]
