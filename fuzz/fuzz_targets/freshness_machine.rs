@@ -818,6 +818,7 @@ fuzz_target!(|scenario: Scenario| {
         settle_ms: u64::from(scenario.settle_ms % 5_000),
         min_sync_gap_ms: u64::from(scenario.settle_ms % 7) * 1_000,
         modifying_tools: MODIFYING.iter().map(|tool| tool.to_string()).collect(),
+        shell_tools: Vec::new(),
         workspace_root: WORKSPACE_ROOT.to_owned(),
     };
     let mut world = World::new(policy);

@@ -155,6 +155,7 @@ mod machine;
 pub mod notice_text;
 mod pending_paths;
 mod policy;
+mod probe;
 mod record;
 mod session;
 mod time;
@@ -168,14 +169,15 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use events::{Effect, Input, SyncOutcome, WatcherDecline};
+pub use events::{Effect, Input, SyncOutcome, TreeChanges, WatcherDecline};
 pub use flight::FlightId;
 pub use machine::{Freshness, TakenNotice};
 pub use pending_paths::{PendingPaths, MAX_PENDING_PATHS, MAX_PENDING_PATH_BYTES};
 pub use policy::{
     FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MIN_SYNC_GAP_MS,
-    DEFAULT_MODIFYING_TOOLS, DEFAULT_SETTLE_MS,
+    DEFAULT_MODIFYING_TOOLS, DEFAULT_SETTLE_MS, DEFAULT_SHELL_TOOLS,
 };
+pub use probe::{ProbeId, MAX_RUNNING_PROBES};
 pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RECORD_VERSION};
 pub use session::{
     ConnectionId, Lifetime, OwnerPid, SessionKey, MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS,
