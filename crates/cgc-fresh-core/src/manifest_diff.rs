@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileStat {
     pub size: u64,
-    pub mtime_ns: i128,
-    pub ctime_ns: i128,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
     pub inode: u64,
 }
 
@@ -31,7 +31,7 @@ pub struct FileStat {
 /// `stat`, and when the walk that recorded them began.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recorded {
-    pub taken_at_ns: i128,
+    pub taken_at_ns: i64,
     pub files: BTreeMap<String, FileStat>,
 }
 
@@ -88,7 +88,7 @@ pub fn changed_paths(recorded: &Recorded, now: &BTreeMap<String, FileStat>) -> V
 mod tests {
     use super::*;
 
-    fn stat(size: u64, mtime: i128, inode: u64) -> FileStat {
+    fn stat(size: u64, mtime: i64, inode: u64) -> FileStat {
         FileStat {
             size,
             mtime_ns: mtime,
