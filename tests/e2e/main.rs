@@ -14,6 +14,7 @@ mod protocol;
 mod real_cgc;
 mod serve;
 mod sessions;
+mod shell_edits;
 mod soak;
 mod supervision;
 mod sync;

@@ -10,7 +10,8 @@
 //!   `.gitignore` or the nearest `.cgcignore` (searched upwards within the
 //!   git worktree; without a `.cgcignore`, the defaults `cgc index` writes
 //!   into one). The patterns are matched with the `ignore` crate's
-//!   gitignore semantics. Symlinked directories are not entered; a symlink
+//!   gitignore semantics. CGC's own state directory (`.codegraphcontext/`,
+//!   where a sync writes its database) is skipped too. Symlinked directories are not entered; a symlink
 //!   to a file is recorded with its target's `stat`. The ignore files
 //!   themselves are recorded, so a change to them counts. Differences from
 //!   CGC's own matcher only make a file count where CGC would not look at
@@ -72,8 +73,11 @@ const FILE_NAMES: &[&str] = &[
     ".env",
     ".cgcignore",
 ];
-/// CGC's default `IGNORE_DIRS` (matched case-insensitively per component).
+/// CGC's default `IGNORE_DIRS` (matched case-insensitively per component),
+/// and CGC's own per-repository state directory: what a sync writes there
+/// (its database, its `.env`) is not source.
 const IGNORE_DIRS: &[&str] = &[
+    ".codegraphcontext",
     "node_modules",
     "venv",
     ".venv",
