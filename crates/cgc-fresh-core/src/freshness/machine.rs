@@ -40,6 +40,11 @@ pub struct Freshness {
     /// open: `fresh` is claimed when the last probe answers "unchanged",
     /// provided the edit epoch is still this one.
     deferred_claim: Option<u64>,
+    /// Drift whose sync nobody is left to pay for: its payer's lifetime
+    /// ended before the sync started (or was cancelled with it), an edit
+    /// came under an ended name, or a restored record had pending work.
+    /// The next lifetime to start pays for it.
+    left_uncovered: bool,
     pending: PendingPaths,
     flight: FlightSlot,
     queued: Option<QueuedSync>,
@@ -85,6 +90,9 @@ impl Freshness {
     /// are dropped.
     pub fn new(policy: FreshnessPolicy, restored: Option<FreshnessRecord>, now: Millis) -> Self {
         let was_restored = restored.is_some();
+        let left_uncovered = restored
+            .as_ref()
+            .is_some_and(|record| !record.pending.is_empty());
         let (record, pending) = match restored {
             None => (FreshnessRecord::unknown(), PendingPaths::new()),
             Some(record) => {
@@ -107,6 +115,7 @@ impl Freshness {
             edits: EditTracker::default(),
             probes: ProbeTracker::default(),
             deferred_claim: None,
+            left_uncovered,
             pending,
             flight: FlightSlot::Idle,
             queued: None,
@@ -658,7 +667,10 @@ impl Freshness {
             match live {
                 Some(key) => self.drift_from(key.lifetime, &answered.tool, target, out),
                 None if self.watcher.is_verified() => {}
-                None => self.mark_drift(target),
+                None => {
+                    self.mark_drift(target);
+                    self.left_uncovered = true;
+                }
             }
         }
         self.claim_deferred(out);
@@ -703,8 +715,9 @@ impl Freshness {
     /// An edit under the name of a session that already ended: counted,
     /// unsettled until `settleMs` (no result can settle it), the record made
     /// possibly stale — and nothing else: no session, no budget, no notice,
-    /// no automatic sync (there is no live session to pay for one; the next
-    /// live drift or a person's `sync` covers it).
+    /// no automatic sync now (there is no live session to pay for one; the
+    /// next lifetime to start pays for it, or the next live drift or a
+    /// person's `sync` covers it).
     fn observe_orphan_edit(&mut self, target: EditTarget) {
         let now = self.now;
         self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
@@ -713,6 +726,7 @@ impl Freshness {
             return;
         }
         self.mark_drift(target);
+        self.left_uncovered = true;
     }
 
     /// What every observed edit does to the record: its paths join the
@@ -798,13 +812,15 @@ impl Freshness {
                 // restored after a restart — is this lifetime's first
                 // drift: it pays for the sync the staleness notice promised.
                 if self.policy.auto_sync
+                    && self.left_uncovered
                     && self.queued.is_none()
                     && self.deferred_claim.is_none()
                     && self.flight.is_idle()
                     && !self.watcher.is_verified()
-                    && (self.record.status == FreshnessStatus::PossiblyStale
-                        || (self.record.status == FreshnessStatus::Unknown
-                            && !self.pending.is_empty()))
+                    && matches!(
+                        self.record.status,
+                        FreshnessStatus::PossiblyStale | FreshnessStatus::Unknown
+                    )
                 {
                     self.last_editor = Some(started);
                     self.queue_automatic(started, now.plus(self.policy.batch_ms));
@@ -873,7 +889,10 @@ impl Freshness {
             Some(QueuedSync {
                 kind: SyncKind::Automatic { payer },
                 ..
-            }) if *payer == key => self.queued = None,
+            }) if *payer == key => {
+                self.queued = None;
+                self.left_uncovered = true;
+            }
             _ => {}
         }
         let paid_by_ended =
@@ -881,6 +900,7 @@ impl Freshness {
         if paid_by_ended {
             if let FlightSlot::Running(flight) = std::mem::take(&mut self.flight) {
                 out.push(Effect::CancelSync { flight: flight.id });
+                self.left_uncovered = true;
                 self.record.status = self.status_without_claim(&flight);
                 self.pending.merge(flight.paths);
                 self.flight = FlightSlot::Draining(flight.id, DrainCause::Cancelled);
@@ -938,6 +958,9 @@ impl Freshness {
                 let Some((_, live)) = self.sessions.get(payer) else {
                     return;
                 };
+                // Drift this session cannot pay for is the next
+                // lifetime's to sync.
+                self.left_uncovered = true;
                 if live.budget.is_failing() {
                     return;
                 }
@@ -963,6 +986,7 @@ impl Freshness {
         self.record.sync_generation = self.record.sync_generation.saturating_add(1);
         self.last_start = Some(self.now);
         self.deferred_claim = None;
+        self.left_uncovered = false;
         let id = FlightId(self.record.sync_generation);
         let flight = Flight::start(
             id,

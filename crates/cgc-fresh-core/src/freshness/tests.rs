@@ -2515,3 +2515,35 @@ fn a_restored_record_with_pending_work_is_synced_by_the_first_lifetime() {
     assert_eq!(bench.machine.next_deadline(), None);
     assert_eq!(bench.status(), FreshnessStatus::Unknown);
 }
+
+#[test]
+fn drift_a_stopped_watcher_left_is_not_a_new_lifetimes_sync() {
+    let mut bench = Bench::new();
+    bench.at(1_000).with_verified_watcher("s1");
+    bench.at(5_000).end("s1");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    bench
+        .at(6_000)
+        .start_as("s2", "pi-2", SessionStartReason::New);
+    assert_eq!(
+        bench.machine.next_deadline(),
+        None,
+        "the new session's own watcher (or its next drift) covers it"
+    );
+}
+
+#[test]
+fn a_cancelled_sync_of_an_ended_payer_is_the_next_lifetimes_sync() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+    let effects = bench.at(1_600).end("s1");
+    assert!(effects.contains(&Effect::CancelSync { flight }));
+    bench.at(1_700).finish(flight, SyncOutcome::Cancelled);
+    bench
+        .at(2_000)
+        .start_as("s2", "pi-2", SessionStartReason::New);
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(2_500)));
+}
