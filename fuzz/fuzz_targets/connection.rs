@@ -283,6 +283,7 @@ fn build(spec: &FrameSpec) -> (&'static str, Vec<Field>, ClientFrame) {
                 ClientFrame::SessionStart(SessionStart {
                     session,
                     reason: decoded,
+                    owner_pid: None,
                 }),
             )
         }

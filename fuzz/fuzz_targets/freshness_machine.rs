@@ -580,7 +580,11 @@ impl World {
                             "a watcher notice from a step that cannot raise it"
                         );
                     }
-                    assert_eq!(session.lifetime.get(), lifetime, "a notice to another lifetime");
+                    assert_eq!(
+                        session.lifetime.get(),
+                        lifetime,
+                        "a notice to another lifetime"
+                    );
                     notices.push((session.clone(), *condition, lifetime));
                 }
                 Effect::SessionOpened { session, .. } => {
@@ -589,6 +593,9 @@ impl World {
                         Some(session.lifetime.get()),
                         "opened a lifetime the shadow does not know"
                     );
+                }
+                Effect::ProbeWorkspace { .. } => {
+                    panic!("a probe with no shell tool configured: {input:?}")
                 }
                 Effect::SessionClosed { .. } | Effect::RecordChanged => {}
             }

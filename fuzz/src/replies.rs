@@ -18,8 +18,8 @@
 //! business; placeholders stand in for them.
 
 use cgc_fresh_proto::{
-    ClientFrame, ConfigFrame, Envelope, ErrorFrame, FrameError, FreshnessStatus, RequestId,
-    ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
+    ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, FrameError, FreshnessStatus,
+    RequestId, ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
 };
 
 /// The service's answer to one decoded (or refused) line.
@@ -49,6 +49,14 @@ pub fn answer(decoded: &Result<Envelope<ClientFrame>, FrameError>) -> Vec<Envelo
             replies.push(Envelope::new(placeholder_state()));
             replies
         }
+        // A session nobody started here has no notices to take.
+        ClientFrame::TakeNotices(take) => vec![Envelope::with_id(
+            id,
+            ServerFrame::Error(ErrorFrame::new(
+                ErrorCode::UnknownSession,
+                format!("session {:?} is not live here", take.session),
+            )),
+        )],
         ClientFrame::Sync
         | ClientFrame::SessionStart(_)
         | ClientFrame::ToolCall(_)
