@@ -40,7 +40,7 @@
 //! |---|---|
 //! | "Freshness state tracking": last successful sync time and a conservative dirty condition, shared by every surface | [`FreshnessRecord`] (`record.rs`), [`Freshness::state_frame`] |
 //! | "Dirty after observed edits": possibly stale with the time of the first observed edit | `observe_edit` (`machine.rs`) |
-//! | "Conservative drift observation without probing": edits are seen from tool calls only, placed lexically, no spawn at call time | `workspace_path.rs`, `observe_edit`; the sync waits for the batching window |
+//! | "Conservative drift observation without probing": edits are seen from tool calls (and, for shell tools, a stat comparison with the manifest when the command ends), placed lexically after the shell resolved them to real paths, no spawn at call time | `workspace_path.rs`, `observe_edit`; the sync waits for the batching window |
 //! | "No false freshness": fresh only if no edit after, or unsettled at, the sync's start | `epoch.rs` (settling), `Flight::covers_every_edit` (`flight.rs`), `settle_succeeded` |
 //! | "Lazy, budgeted drift sync": first drift triggers one sync after `batchMs`, dedup with the in-flight sync, `maxSyncsPerSession`, busy skip | `queue_automatic`, `start_due_sync`, `budget.rs`, `flight.rs`, `settle_busy` |
 //! | "One-time human-facing staleness notices": once per (session, condition), counted on delivery | `ledger.rs`, `offer`/`offer_to_all`, `notice_text.rs` |
