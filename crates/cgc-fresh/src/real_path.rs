@@ -18,19 +18,26 @@ use std::path::{Component, Path, PathBuf};
 /// The most paths of one tool call resolved through the file system.
 pub const MAX_RESOLVED_PATHS: usize = 64;
 
-/// `paths` resolved against `workspace` (itself canonical) and `home`.
+/// `paths` resolved against `workspace` (itself canonical) and `home`. A
+/// path whose real path differs is kept as given too (unless it starts
+/// with `~`, which only the resolution understands): a symlink inside the
+/// workspace to a file elsewhere is still an edit of a file CGC reads
+/// through the link — the conservative side.
 pub fn resolve_all(paths: Vec<String>, workspace: &Path, home: &Path) -> Vec<String> {
-    paths
-        .into_iter()
-        .enumerate()
-        .map(|(n, path)| {
-            if n < MAX_RESOLVED_PATHS {
-                resolve(&path, workspace, home)
-            } else {
-                path
-            }
-        })
-        .collect()
+    let mut out = Vec::with_capacity(paths.len());
+    for (n, path) in paths.into_iter().enumerate() {
+        if n >= MAX_RESOLVED_PATHS {
+            out.push(path);
+            continue;
+        }
+        let real = resolve(&path, workspace, home);
+        let keep_given = real != path && !path.starts_with('~');
+        out.push(real);
+        if keep_given {
+            out.push(path);
+        }
+    }
+    out
 }
 
 /// One path resolved; the text as given when it cannot be (empty).
@@ -113,6 +120,14 @@ mod tests {
             .collect();
         let resolved = resolve_all(many, &ws, &home);
         assert_eq!(resolved[0], real_a);
+        assert_eq!(resolved.len(), MAX_RESOLVED_PATHS + 1);
         assert_eq!(resolved[MAX_RESOLVED_PATHS], "~/link/src/a.py");
+        // The text as given is kept beside a real path that differs.
+        let through_link = base.join("link/src/a.py").display().to_string();
+        assert_eq!(
+            resolve_all(vec![through_link.clone()], &ws, &home),
+            [real_a.clone(), through_link]
+        );
+        assert_eq!(resolve_all(vec![real_a.clone()], &ws, &home), [real_a]);
     }
 }
