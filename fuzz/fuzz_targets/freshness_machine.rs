@@ -594,6 +594,9 @@ impl World {
                         "opened a lifetime the shadow does not know"
                     );
                 }
+                Effect::ProbeWorkspace { .. } => {
+                    panic!("a probe with no shell tool configured: {input:?}")
+                }
                 Effect::SessionClosed { .. } | Effect::RecordChanged => {}
             }
         }
@@ -822,6 +825,7 @@ fuzz_target!(|scenario: Scenario| {
         settle_ms: u64::from(scenario.settle_ms % 5_000),
         min_sync_gap_ms: u64::from(scenario.settle_ms % 7) * 1_000,
         modifying_tools: MODIFYING.iter().map(|tool| tool.to_string()).collect(),
+        shell_tools: Vec::new(),
         workspace_root: WORKSPACE_ROOT.to_owned(),
     };
     let mut world = World::new(policy);

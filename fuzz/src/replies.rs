@@ -21,7 +21,7 @@
 //! business; placeholders stand in for them.
 
 use cgc_fresh_proto::{
-    ClientFrame, ConfigFrame, Envelope, ErrorFrame, FrameError, FreshnessStatus, NoticesFrame,
+    ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, FrameError, FreshnessStatus,
     RequestId, ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
 };
 
@@ -52,12 +52,13 @@ pub fn answer(decoded: &Result<Envelope<ClientFrame>, FrameError>) -> Vec<Envelo
             replies.push(Envelope::new(placeholder_state()));
             replies
         }
+        // A session nobody started here has no notices to take.
         ClientFrame::TakeNotices(take) => vec![Envelope::with_id(
             id,
-            ServerFrame::Notices(NoticesFrame {
-                session: take.session.clone(),
-                notices: Vec::new(),
-            }),
+            ServerFrame::Error(ErrorFrame::new(
+                ErrorCode::UnknownSession,
+                format!("session {:?} is not live here", take.session),
+            )),
         )],
         ClientFrame::Sync
         | ClientFrame::SessionStart(_)

@@ -423,7 +423,11 @@ fn with_no_service_the_hook_is_silent_quick_and_starts_one_detached() {
         std::os::unix::net::UnixStream::connect(&socket).is_ok()
     });
     // Its own process group, not Claude Code's.
-    assert_eq!(process_group_of(pid), pid, "the service leads its own group");
+    assert_eq!(
+        process_group_of(pid),
+        pid,
+        "the service leads its own group"
+    );
     // The next hook finds it and the session is taken up.
     let mut conn = Conn::connect(&socket);
     assert_eq!(conn.hello()["pid"], pid);

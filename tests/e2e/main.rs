@@ -15,6 +15,7 @@ mod protocol;
 mod real_cgc;
 mod serve;
 mod sessions;
+mod shell_edits;
 mod soak;
 mod supervision;
 mod sync;

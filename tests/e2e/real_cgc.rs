@@ -547,3 +547,100 @@ fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph(
         "fresh"
     );
 }
+
+// ---- Edits the harness does not describe -------------------------------------
+
+/// A shell command as the harness reports it: the call, the command, the
+/// result.
+fn agent_runs_bash(conn: &mut Conn, project: &Project, script: &str) {
+    conn.send(json!({"type": "tool_call", "session": "s1", "tool": "bash", "paths": []}));
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(project.sandbox.workspace())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{script}");
+    conn.send(json!({"type": "tool_result", "session": "s1", "tool": "bash", "ok": true}));
+}
+
+/// A first edit synced to `fresh`, so that the manifest exists.
+fn synced_once(project: &Project, service: &Service, conn: &mut Conn) {
+    agent_renames(conn, project, "old_name", "first_name");
+    conn.wait_status("fresh");
+    wait_until("the manifest", Duration::from_secs(30), || {
+        !service.log_events("manifest_written").is_empty()
+    });
+}
+
+#[test]
+fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[]);
+    let mut conn = harness(&service);
+    synced_once(&project, &service, &mut conn);
+    agent_runs_bash(&mut conn, &project, "mv pkg/beta.py pkg/gamma.py");
+    conn.wait_status("possibly_stale");
+    conn.wait_status("fresh");
+    let compared = &service.log_events("shell_compared")[0];
+    assert_eq!(compared["changed"], 2, "{compared}");
+    let found = project.functions_named("beta_main");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0]["path"].as_str().unwrap().ends_with("pkg/gamma.py"),
+        "the moved file's function lives in its new path: {found:?}"
+    );
+}
+
+#[test]
+fn a_sed_in_place_through_bash_reaches_the_graph_before_fresh() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[]);
+    let mut conn = harness(&service);
+    synced_once(&project, &service, &mut conn);
+    agent_runs_bash(
+        &mut conn,
+        &project,
+        "sed -i 's/def helper(/def sed_helper(/' pkg/alpha.py",
+    );
+    conn.wait_status("possibly_stale");
+    conn.wait_status("fresh");
+    project.assert_graph(&["sed_helper"], &["helper"], "sed -i reached the graph");
+    // A read-only command afterwards changes nothing and syncs nothing.
+    let spawns = sync_spawns(&service);
+    agent_runs_bash(&mut conn, &project, "grep -r sed_helper pkg > /dev/null");
+    wait_until("the second comparison", Duration::from_secs(30), || {
+        service.log_events("shell_compared").len() >= 2
+    });
+    assert_eq!(service.log_events("shell_compared")[1]["changed"], 0);
+    let state = conn.request(json!({"type": "status"}), 9);
+    assert_eq!(state["status"], "fresh", "{state}");
+    assert_eq!(sync_spawns(&service), spawns);
+}
+
+#[test]
+fn an_edit_through_a_symlinked_workspace_path_reaches_the_graph_before_fresh() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let real = fs::canonicalize(project.sandbox.workspace()).unwrap();
+    let link = fs::canonicalize(project.sandbox.root.path())
+        .unwrap()
+        .join("proj-link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let service = project.service(&[]);
+    let mut conn = harness(&service);
+    let through_link = link.join("pkg/alpha.py");
+    let shown = through_link.display().to_string();
+    agent_edit(&mut conn, "edit", &shown, || {
+        rename_in(&through_link, "old_name", "linked_name")
+    });
+    conn.wait_status("possibly_stale");
+    conn.wait_status("fresh");
+    project.assert_graph(
+        &["linked_name"],
+        &["old_name"],
+        "the edit through the link reached the graph",
+    );
+}

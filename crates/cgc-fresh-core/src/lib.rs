@@ -9,5 +9,6 @@
 
 pub mod config;
 pub mod freshness;
+pub mod manifest_diff;
 pub mod sync_plan;
 pub mod watcher;

@@ -487,7 +487,8 @@ mod tests {
             let line = format!("# Env: {}", key.env_var());
             assert!(DEFAULTS_TOML.contains(&line), "default.toml lacks {line:?}");
         }
-        assert!(DEFAULTS_TOML.contains("`bash` is deliberately not listed"));
+        assert!(DEFAULTS_TOML.contains("Shell tools belong in shellTools instead"));
+        assert!(DEFAULTS_TOML.contains("shellTools = [\"bash\"]"));
     }
 
     #[test]
@@ -655,6 +656,12 @@ mod tests {
                 [json!(["a"]), json!(["b"]), json!(["c"])],
                 "d,e",
                 json!(["d", "e"]),
+            ),
+            (
+                Key::FreshnessShellTools,
+                [json!(["a"]), json!(["b"]), json!(["c"])],
+                "sh,zsh",
+                json!(["sh", "zsh"]),
             ),
             (
                 Key::CgcExecutable,

@@ -173,12 +173,21 @@ settings! {
         FreshnessMinSyncGapMs: min_sync_gap_ms = "minSyncGapMs", u64, default 5_000,
             kind Millis, env "CGC_FRESHNESS_MIN_SYNC_GAP_MS";
         /// Tool names whose calls modify files and so mark the graph possibly stale.
-        /// `bash` is deliberately not listed: a shell command may or may not touch
-        /// files, and counting every one as an edit would keep the graph permanently
-        /// "possibly stale" and spend the sync budget on read-only commands. If your
-        /// agent edits files through bash, add "bash" here.
+        /// Shell tools belong in shellTools instead: listed here, every shell
+        /// command, read-only ones included, would count as an edit of the named
+        /// paths (usually none: the whole workspace).
         FreshnessModifyingTools: modifying_tools = "modifyingTools", Vec<String>, default strings(&["write", "edit", "remove_file", "rename_file", "ctx_patch"]),
-            kind CommaList, env "CGC_FRESHNESS_MODIFYING_TOOLS" note ", comma-separated (write,edit,bash).";
+            kind CommaList, env "CGC_FRESHNESS_MODIFYING_TOOLS" note ", comma-separated (write,edit,ctx_patch).";
+        /// Tool names that run shell commands, which may change any file (sed -i,
+        /// git checkout, mv, code generators, formatters). When such a tool's result
+        /// arrives, the service compares the workspace's source files (size, mtime,
+        /// ctime, inode; no content is read) with the manifest recorded at the last
+        /// successful sync: a difference is an observed edit of the changed paths;
+        /// no difference changes nothing. Without a manifest (no sync succeeded yet,
+        /// or the tree has more files than the manifest holds) every shell command
+        /// counts as an edit of the whole workspace. An empty list turns this off.
+        FreshnessShellTools: shell_tools = "shellTools", Vec<String>, default strings(&["bash"]),
+            kind CommaList, env "CGC_FRESHNESS_SHELL_TOOLS" note ", comma-separated (bash,shell).";
     }
     /// The `cgc.*` keys.
     [cgc] CgcSettings {

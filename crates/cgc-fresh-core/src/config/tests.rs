@@ -370,6 +370,8 @@ precedence_tests! {
     precedence_freshness_min_sync_gap_ms: Key::FreshnessMinSyncGapMs, [0, 1000, 2000], "3000" => 3000;
     precedence_freshness_modifying_tools: Key::FreshnessModifyingTools,
         [["write"], ["write", "bash"], ["edit"]], "write, edit,bash" => ["write", "edit", "bash"];
+    precedence_freshness_shell_tools: Key::FreshnessShellTools,
+        [["sh"], ["bash", "shell"], ["bash"]], "zsh, bash" => ["zsh", "bash"];
     precedence_cgc_executable: Key::CgcExecutable, ["/usr/bin/cgc", "cgc2", "./cgc"], "/opt/cgc" => "/opt/cgc";
     precedence_cgc_timeout_ms: Key::CgcTimeoutMs, [1000, 2000, 3000], "4000" => 4000;
     precedence_cgc_maintenance_timeout_ms: Key::CgcMaintenanceTimeoutMs, [1000, 2000, 3000], "4000" => 4000;
@@ -427,6 +429,12 @@ fn env_var_names_set_exactly_their_keys() {
             "freshness.modifyingTools",
             "bash",
             json!(["bash"]),
+        ),
+        (
+            "CGC_FRESHNESS_SHELL_TOOLS",
+            "freshness.shellTools",
+            "bash,sh",
+            json!(["bash", "sh"]),
         ),
         (
             "CGC_EXECUTABLE",

@@ -20,6 +20,7 @@ use cgc_fresh_proto::{NoticeCondition, NoticeLevel, SessionStartReason};
 use crate::config::WatchMode;
 
 use super::flight::FlightId;
+use super::probe::ProbeId;
 use super::session::{ConnectionId, OwnerPid, SessionKey};
 
 /// One observation handed to [`super::Freshness::handle`].
@@ -56,6 +57,14 @@ pub enum Input {
         session: String,
         tool: String,
         ok: bool,
+    },
+    /// The shell compared the tree with the manifest for `probe`, as an
+    /// [`Effect::ProbeWorkspace`] asked. Changes are an observed edit of the
+    /// shell command's session (settled: the command ended); no change
+    /// closes the probe and nothing else happens.
+    ProbeAnswered {
+        probe: ProbeId,
+        changes: TreeChanges,
     },
     /// The deadline from [`super::Freshness::next_deadline`] passed.
     Wake,
@@ -135,6 +144,19 @@ pub enum Input {
     WatcherStopped { session: SessionKey, pid: u32 },
 }
 
+/// What a comparison of the tree with the manifest found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeChanges {
+    /// Every source file is as the last successful sync saw it.
+    Unchanged,
+    /// These paths (workspace-relative, or absolute) were added, deleted or
+    /// modified. An empty list means `Unchanged`.
+    Paths(Vec<String>),
+    /// Anything may have changed: no manifest yet, a tree too large for
+    /// one, or the walk failed.
+    WholeWorkspace,
+}
+
 /// Why `auto` mode spawned no watcher.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatcherDecline {
@@ -179,6 +201,11 @@ pub enum Effect {
     },
     /// Stop the sync's process group: the session it belonged to ended.
     CancelSync { flight: FlightId },
+    /// A shell command ended (or its session did): compare the tree with
+    /// the manifest of the last successful sync — or with the snapshot of
+    /// the sync running now, once it is taken — and answer with exactly one
+    /// [`Input::ProbeAnswered`]. Until then no sync claims `fresh`.
+    ProbeWorkspace { probe: ProbeId },
     /// Show `text` to the person at `session`. Human-facing only: never to
     /// be placed into an agent's context or prompt.
     Notice {

@@ -11,11 +11,12 @@ use std::cmp::max;
 use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, StateFrame, WatcherFacts};
 
 use super::epoch::EditTracker;
-use super::events::{Effect, Input, SyncOutcome};
+use super::events::{Effect, Input, SyncOutcome, TreeChanges};
 use super::flight::{DrainCause, Flight, FlightId, FlightSlot, QueuedSync, SyncKind};
 use super::notice_text;
 use super::pending_paths::PendingPaths;
 use super::policy::FreshnessPolicy;
+use super::probe::{ProbeId, ProbeTracker};
 use super::record::{FreshnessRecord, PendingSummary};
 use super::session::{ConnectionId, Known, Lifetime, OwnerPid, Registration, SessionKey, Sessions};
 use super::time::Millis;
@@ -33,6 +34,17 @@ pub struct Freshness {
     restored: bool,
     sessions: Sessions,
     edits: EditTracker,
+    /// Shell commands whose effect is not known yet.
+    probes: ProbeTracker,
+    /// A sync succeeded covering every edit while a shell command was still
+    /// open: `fresh` is claimed when the last probe answers "unchanged",
+    /// provided the edit epoch is still this one.
+    deferred_claim: Option<u64>,
+    /// Drift whose sync nobody is left to pay for: its payer's lifetime
+    /// ended before the sync started (or was cancelled with it), an edit
+    /// came under an ended name, or a restored record had pending work.
+    /// The next lifetime to start pays for it.
+    left_uncovered: bool,
     pending: PendingPaths,
     flight: FlightSlot,
     queued: Option<QueuedSync>,
@@ -78,6 +90,9 @@ impl Freshness {
     /// are dropped.
     pub fn new(policy: FreshnessPolicy, restored: Option<FreshnessRecord>, now: Millis) -> Self {
         let was_restored = restored.is_some();
+        let left_uncovered = restored
+            .as_ref()
+            .is_some_and(|record| !record.pending.is_empty());
         let (record, pending) = match restored {
             None => (FreshnessRecord::unknown(), PendingPaths::new()),
             Some(record) => {
@@ -98,6 +113,9 @@ impl Freshness {
             restored: was_restored,
             sessions: Sessions::default(),
             edits: EditTracker::default(),
+            probes: ProbeTracker::default(),
+            deferred_claim: None,
+            left_uncovered,
             pending,
             flight: FlightSlot::Idle,
             queued: None,
@@ -116,7 +134,9 @@ impl Freshness {
     /// not modify files changes nothing and returns no effects — with one
     /// exception: an edit in the workspace reported under an ended session's
     /// name still counts (the file changed) and may return
-    /// [`Effect::RecordChanged`], never anything else.
+    /// [`Effect::RecordChanged`], and a shell tool's result under such a
+    /// name still asks for a comparison ([`Effect::ProbeWorkspace`]) — never
+    /// anything else.
     /// `SyncSpawned` and `NoticeDelivered` only update bookkeeping and never
     /// return effects either. Otherwise
     /// everything due by `now` is done too (so a `Wake` is only needed when
@@ -151,11 +171,17 @@ impl Freshness {
         let queued = self.queued?;
         let due = match queued.kind {
             SyncKind::Manual { .. } => queued.due_at,
-            SyncKind::Automatic { .. } if self.watcher.is_verifying() => return None,
-            SyncKind::Automatic { .. } => match self.edits.all_settled_by() {
-                Some(settled) => max(queued.due_at, settled),
-                None => queued.due_at,
-            },
+            SyncKind::Automatic { .. }
+                if self.watcher.is_verifying() || self.probes.is_comparing() =>
+            {
+                return None
+            }
+            SyncKind::Automatic { .. } => self
+                .edits
+                .all_settled_by()
+                .into_iter()
+                .chain(self.probes.all_settled_by())
+                .fold(queued.due_at, max),
         };
         Some(max(due, self.gap_over_at()))
     }
@@ -385,6 +411,21 @@ impl Freshness {
             Input::ToolCall {
                 session,
                 tool,
+                paths: _,
+            } if self.policy.is_shell(&tool) => {
+                let Some(key) = self.sessions.live_or_implicit(&session) else {
+                    // Its result is compared all the same (`shell_result`).
+                    return false;
+                };
+                self.catch_up(now);
+                if let Some(dropped) = self.probes.open(key, &tool, now, self.policy.settle_ms) {
+                    out.push(Effect::ProbeWorkspace { probe: dropped });
+                }
+                true
+            }
+            Input::ToolCall {
+                session,
+                tool,
                 paths,
             } => {
                 if !self.policy.is_modifying(&tool) {
@@ -412,6 +453,14 @@ impl Freshness {
                         .record_call(key, &tool, now, self.policy.settle_ms, None),
                 }
                 true
+            }
+            Input::ToolResult {
+                session,
+                tool,
+                ok: _,
+            } if self.policy.is_shell(&tool) => self.shell_result(now, &session, &tool, out),
+            Input::ProbeAnswered { probe, changes } => {
+                self.probe_answered(now, probe, changes, out)
             }
             Input::ToolResult {
                 session,
@@ -536,6 +585,12 @@ impl Freshness {
         let id = self.record.edit_epoch;
         self.edits
             .record_call(key, tool, now, self.policy.settle_ms, Some(id));
+        self.drift_from(key, tool, target, out);
+    }
+
+    /// What an observed edit of live lifetime `key` does, once counted.
+    fn drift_from(&mut self, key: Lifetime, tool: &str, target: EditTarget, out: &mut Vec<Effect>) {
+        let now = self.now;
         if self.watcher.is_verified() {
             // Spec, "Verified watcher owns freshness": the watcher applies
             // this edit when it lands; no stale episode opens. The edit is
@@ -558,11 +613,111 @@ impl Freshness {
         }
     }
 
+    /// A shell tool's result: the command's probe is compared now (an
+    /// unknown or ended name's too: the command ran). While a verified
+    /// watcher owns freshness nothing is compared — it sees the changes.
+    fn shell_result(
+        &mut self,
+        now: Millis,
+        session: &str,
+        tool: &str,
+        out: &mut Vec<Effect>,
+    ) -> bool {
+        self.catch_up(now);
+        let probe = match self.sessions.known(session) {
+            Known::Live(key) => self.probes.result(key, tool),
+            Known::Detached(_) | Known::Ended | Known::Unknown => self.probes.orphan_result(tool),
+        };
+        if self.watcher.is_verified() {
+            self.probes.answer(probe);
+            self.claim_deferred(out);
+        } else {
+            out.push(Effect::ProbeWorkspace { probe });
+        }
+        true
+    }
+
+    /// The comparison for `probe` answered. Changes are an edit of the
+    /// command's session, settled at once (the command ended); for a name
+    /// that is not live any more, an orphan edit. Then a deferred claim
+    /// may be made.
+    fn probe_answered(
+        &mut self,
+        now: Millis,
+        probe: ProbeId,
+        changes: TreeChanges,
+        out: &mut Vec<Effect>,
+    ) -> bool {
+        let Some(answered) = self.probes.answer(probe) else {
+            return false;
+        };
+        self.catch_up(now);
+        let target = match changes {
+            TreeChanges::Unchanged => None,
+            TreeChanges::Paths(paths) if paths.is_empty() => None,
+            TreeChanges::Paths(paths) => self.edit_target(&paths),
+            TreeChanges::WholeWorkspace => Some(EditTarget::Unknown),
+        };
+        if let Some(target) = target {
+            self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
+            let live = answered
+                .session
+                .and_then(|lifetime| self.sessions.key(lifetime))
+                .filter(|key| self.sessions.is_current(key));
+            match live {
+                Some(key) => self.drift_from(key.lifetime, &answered.tool, target, out),
+                None if self.watcher.is_verified() => {}
+                None => {
+                    self.mark_drift(target);
+                    self.left_uncovered = true;
+                }
+            }
+        }
+        self.claim_deferred(out);
+        true
+    }
+
+    /// Claims `fresh` for a success that covered every edit but waited for
+    /// shell commands: once no probe is open, if no edit was observed since
+    /// and nothing is pending. Any edit since drops the claim (that edit's
+    /// drift queued its own sync).
+    fn claim_deferred(&mut self, out: &mut Vec<Effect>) {
+        let Some(epoch) = self.deferred_claim else {
+            return;
+        };
+        if epoch != self.record.edit_epoch
+            || !self.flight.is_idle()
+            || !self.pending.is_empty()
+            || self.watcher.is_verified()
+        {
+            self.deferred_claim = None;
+            return;
+        }
+        if !self.probes.is_empty() {
+            return;
+        }
+        self.deferred_claim = None;
+        if matches!(
+            self.queued,
+            Some(QueuedSync {
+                kind: SyncKind::Automatic { .. },
+                ..
+            })
+        ) {
+            self.queued = None;
+        }
+        self.record.status = FreshnessStatus::Fresh;
+        self.record.stale_since = None;
+        let text = notice_text::sync_completed(&self.policy.workspace_root);
+        self.offer_to_all(NoticeCondition::SyncCompleted, &text, out);
+    }
+
     /// An edit under the name of a session that already ended: counted,
     /// unsettled until `settleMs` (no result can settle it), the record made
     /// possibly stale — and nothing else: no session, no budget, no notice,
-    /// no automatic sync (there is no live session to pay for one; the next
-    /// live drift or a person's `sync` covers it).
+    /// no automatic sync now (there is no live session to pay for one; the
+    /// next lifetime to start pays for it, or the next live drift or a
+    /// person's `sync` covers it).
     fn observe_orphan_edit(&mut self, target: EditTarget) {
         let now = self.now;
         self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
@@ -571,6 +726,7 @@ impl Freshness {
             return;
         }
         self.mark_drift(target);
+        self.left_uncovered = true;
     }
 
     /// What every observed edit does to the record: its paths join the
@@ -651,6 +807,24 @@ impl Freshness {
                     };
                     self.close_lifetime(old, false, out);
                 }
+                // Drift no sync covered — a session that ended before its
+                // automatic sync started, or work pending in a record
+                // restored after a restart — is this lifetime's first
+                // drift: it pays for the sync the staleness notice promised.
+                if self.policy.auto_sync
+                    && self.left_uncovered
+                    && self.queued.is_none()
+                    && self.deferred_claim.is_none()
+                    && self.flight.is_idle()
+                    && !self.watcher.is_verified()
+                    && matches!(
+                        self.record.status,
+                        FreshnessStatus::PossiblyStale | FreshnessStatus::Unknown
+                    )
+                {
+                    self.last_editor = Some(started);
+                    self.queue_automatic(started, now.plus(self.policy.batch_ms));
+                }
                 out.push(Effect::SessionOpened {
                     session: SessionKey {
                         name,
@@ -694,6 +868,9 @@ impl Freshness {
 
     fn end_lifetime(&mut self, key: Lifetime, out: &mut Vec<Effect>) {
         self.edits.end_session(key);
+        for probe in self.probes.end_session(key) {
+            out.push(Effect::ProbeWorkspace { probe });
+        }
         if self
             .watcher
             .running()
@@ -712,7 +889,10 @@ impl Freshness {
             Some(QueuedSync {
                 kind: SyncKind::Automatic { payer },
                 ..
-            }) if *payer == key => self.queued = None,
+            }) if *payer == key => {
+                self.queued = None;
+                self.left_uncovered = true;
+            }
             _ => {}
         }
         let paid_by_ended =
@@ -720,6 +900,7 @@ impl Freshness {
         if paid_by_ended {
             if let FlightSlot::Running(flight) = std::mem::take(&mut self.flight) {
                 out.push(Effect::CancelSync { flight: flight.id });
+                self.left_uncovered = true;
                 self.record.status = self.status_without_claim(&flight);
                 self.pending.merge(flight.paths);
                 self.flight = FlightSlot::Draining(flight.id, DrainCause::Cancelled);
@@ -762,7 +943,11 @@ impl Freshness {
                 self.start(None, requester, out);
             }
             SyncKind::Automatic { payer } => {
-                if self.edits.has_unsettled() || self.watcher.is_verifying() {
+                if self.edits.has_unsettled()
+                    || self.watcher.is_verifying()
+                    || self.probes.is_comparing()
+                    || self.probes.runs_unsettled(self.now)
+                {
                     return;
                 }
                 self.queued = None;
@@ -773,6 +958,9 @@ impl Freshness {
                 let Some((_, live)) = self.sessions.get(payer) else {
                     return;
                 };
+                // Drift this session cannot pay for is the next
+                // lifetime's to sync.
+                self.left_uncovered = true;
                 if live.budget.is_failing() {
                     return;
                 }
@@ -797,6 +985,8 @@ impl Freshness {
     fn start(&mut self, payer: Option<Lifetime>, named: Option<Lifetime>, out: &mut Vec<Effect>) {
         self.record.sync_generation = self.record.sync_generation.saturating_add(1);
         self.last_start = Some(self.now);
+        self.deferred_claim = None;
+        self.left_uncovered = false;
         let id = FlightId(self.record.sync_generation);
         let flight = Flight::start(
             id,
@@ -898,6 +1088,15 @@ impl Freshness {
             live.budget.clear_failing();
         }
         if flight.covers_every_edit(self.record.edit_epoch) {
+            if !self.probes.is_empty() {
+                // A shell command ran during the sync (or still runs): what
+                // it changed is known only when its comparison answers. No
+                // claim until then; "unchanged" makes it.
+                self.deferred_claim = Some(self.record.edit_epoch);
+                self.record.status = FreshnessStatus::PossiblyStale;
+                self.record.stale_since.get_or_insert(now);
+                return;
+            }
             self.record.status = FreshnessStatus::Fresh;
             self.record.stale_since = None;
             let text = notice_text::sync_completed(&self.policy.workspace_root);
@@ -1068,6 +1267,10 @@ impl Freshness {
                 "sync {} superseded by the watcher, finishing",
                 id.get()
             )),
+            FlightSlot::Idle if self.deferred_claim.is_some() => Some(
+                "synced; fresh once the changes of a running shell command are compared"
+                    .to_string(),
+            ),
             FlightSlot::Idle if self.queued.is_some() && self.watcher.is_verifying() => {
                 Some("a sync waits for the watcher's verification".to_string())
             }

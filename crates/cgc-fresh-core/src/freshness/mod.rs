@@ -40,12 +40,13 @@
 //! |---|---|
 //! | "Freshness state tracking": last successful sync time and a conservative dirty condition, shared by every surface | [`FreshnessRecord`] (`record.rs`), [`Freshness::state_frame`] |
 //! | "Dirty after observed edits": possibly stale with the time of the first observed edit | `observe_edit` (`machine.rs`) |
-//! | "Conservative drift observation without probing": edits are seen from tool calls only, placed lexically, no spawn at call time | `workspace_path.rs`, `observe_edit`; the sync waits for the batching window |
+//! | "Conservative drift observation without probing": edits are seen from tool calls (and, for shell tools, a stat comparison with the manifest when the command ends), placed lexically after the shell resolved them to real paths, no spawn at call time | `workspace_path.rs`, `observe_edit`; the sync waits for the batching window |
 //! | "No false freshness": fresh only if no edit after, or unsettled at, the sync's start | `epoch.rs` (settling), `Flight::covers_every_edit` (`flight.rs`), `settle_succeeded` |
 //! | "Lazy, budgeted drift sync": first drift triggers one sync after `batchMs`, dedup with the in-flight sync, `maxSyncsPerSession`, busy skip | `queue_automatic`, `start_due_sync`, `budget.rs`, `flight.rs`, `settle_busy` |
 //! | "One-time human-facing staleness notices": once per (session, condition), counted on delivery | `ledger.rs`, `offer`/`offer_to_all`, `notice_text.rs` |
 //! | "Errors are contained": recorded, surfaced, retried at most once per session | `settle_failed`, `SyncBudget::after_failure` |
 //! | "Freshness observation rebinds on session replacement": budget and ledger per session lifetime, record shared, idempotent registration | `session.rs`, `end_lifetime` |
+//! | Shell edits: a shell command's changes found against the manifest; no claim while one is uncompared | `probe.rs`, `shell_result`, `probe_answered`, `claim_deferred` |
 //! | Seed 002: bounded pending batch collapsing into a whole-workspace marker | `pending_paths.rs` |
 //! | Seed 003: single flight, stale completions rejected, every completion a defined transition | `flight.rs`, `end_flight` |
 //! | "Opt-in continuous watcher mode": one attempt per session, the watcher belongs to its session | `watcher_attempt_allowed`, `LiveSession::watcher_attempted` (`session.rs`), `end_lifetime`; the gate itself is [`crate::watcher::gate()`] |
@@ -59,8 +60,20 @@
 //!
 //! - **Who pays.** An automatic sync is paid from the budget of the live
 //!   session whose edit most recently opened or continued the episode. If
-//!   that session ends before the sync is due, the queued sync is dropped;
-//!   the record stays possibly stale until the next drift or a request.
+//!   that session ends before the sync is due (or while it runs), the sync
+//!   is dropped (cancelled); the record stays possibly stale, and the next
+//!   session lifetime to start — new, or a restarted service's first — pays
+//!   for it as its first drift, after `batchMs` (so the notice's "a
+//!   background sync follows shortly" comes true). The same holds for an
+//!   edit under an ended session's name and for pending work in a restored
+//!   record. Drift a verified watcher left when it stopped is not such
+//!   drift: the next session's own watcher, or its next drift, covers it.
+//! - **Shell commands.** A `freshness.shellTools` call opens a probe; its
+//!   result makes the shell compare the tree with the manifest of the last
+//!   successful sync ([`Effect::ProbeWorkspace`]); changes are an observed
+//!   edit of those paths, settled at once; no change does nothing. While a
+//!   probe is open a success that covers every edit defers its `fresh`
+//!   claim until the last probe answers "unchanged" (`probe.rs`).
 //! - **Settling before a start.** An automatic sync that is due waits until
 //!   every observed edit settled (by `tool_result`, or `settleMs` after its
 //!   call): a sync started under a half-written edit could not claim
@@ -155,6 +168,7 @@ mod machine;
 pub mod notice_text;
 mod pending_paths;
 mod policy;
+mod probe;
 mod record;
 mod session;
 mod time;
@@ -168,14 +182,15 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use events::{Effect, Input, SyncOutcome, WatcherDecline};
+pub use events::{Effect, Input, SyncOutcome, TreeChanges, WatcherDecline};
 pub use flight::FlightId;
 pub use machine::{Freshness, TakenNotice};
 pub use pending_paths::{PendingPaths, MAX_PENDING_PATHS, MAX_PENDING_PATH_BYTES};
 pub use policy::{
     FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MIN_SYNC_GAP_MS,
-    DEFAULT_MODIFYING_TOOLS, DEFAULT_SETTLE_MS,
+    DEFAULT_MODIFYING_TOOLS, DEFAULT_SETTLE_MS, DEFAULT_SHELL_TOOLS,
 };
+pub use probe::{ProbeId, MAX_RUNNING_PROBES};
 pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RECORD_VERSION};
 pub use session::{
     ConnectionId, Lifetime, OwnerPid, SessionKey, MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS,

@@ -2,8 +2,8 @@
 //!
 //! The shell builds a [`FreshnessPolicy`] from the effective configuration
 //! (`freshness.autoSync`, `freshness.maxSyncsPerSession`, `freshness.batchMs`,
-//! `freshness.settleMs`, `freshness.modifyingTools`) plus the canonical
-//! workspace root, and hands a new one over on every reload.
+//! `freshness.settleMs`, `freshness.modifyingTools`, `freshness.shellTools`)
+//! plus the canonical workspace root, and hands a new one over on every reload.
 
 /// `freshness.maxSyncsPerSession` default.
 pub const DEFAULT_MAX_SYNCS_PER_SESSION: u32 = 2;
@@ -15,6 +15,8 @@ pub const DEFAULT_SETTLE_MS: u64 = 30_000;
 /// least five seconds between the starts of two syncs, so a burst of
 /// follow-ups or retries never runs `cgc` back to back.
 pub const DEFAULT_MIN_SYNC_GAP_MS: u64 = 5_000;
+/// `freshness.shellTools` default.
+pub const DEFAULT_SHELL_TOOLS: [&str; 1] = ["bash"];
 /// `freshness.modifyingTools` default.
 pub const DEFAULT_MODIFYING_TOOLS: [&str; 5] =
     ["write", "edit", "remove_file", "rename_file", "ctx_patch"];
@@ -39,6 +41,11 @@ pub struct FreshnessPolicy {
     /// `freshness.modifyingTools`: tool names whose calls edit files (exact,
     /// case-sensitive match, as the harness reports them).
     pub modifying_tools: Vec<String>,
+    /// `freshness.shellTools`: tool names that run shell commands. A call
+    /// opens a probe; its result asks the shell to compare the tree with
+    /// the manifest ([`super::Effect::ProbeWorkspace`]); what changed is an
+    /// observed edit ([`super::Input::ProbeAnswered`]).
+    pub shell_tools: Vec<String>,
     /// The canonical absolute workspace root; tool paths are placed inside or
     /// outside it lexically.
     pub workspace_root: String,
@@ -58,6 +65,10 @@ impl FreshnessPolicy {
                 .iter()
                 .map(|tool| tool.to_string())
                 .collect(),
+            shell_tools: DEFAULT_SHELL_TOOLS
+                .iter()
+                .map(|tool| tool.to_string())
+                .collect(),
             workspace_root: workspace_root.into(),
         }
     }
@@ -65,6 +76,12 @@ impl FreshnessPolicy {
     /// Whether calls of `tool` edit files.
     pub fn is_modifying(&self, tool: &str) -> bool {
         self.modifying_tools.iter().any(|known| known == tool)
+    }
+
+    /// Whether `tool` runs shell commands (and is not also listed as a
+    /// modifying tool, which takes precedence).
+    pub fn is_shell(&self, tool: &str) -> bool {
+        !self.is_modifying(tool) && self.shell_tools.iter().any(|known| known == tool)
     }
 }
 
@@ -84,5 +101,7 @@ mod tests {
         assert!(policy.is_modifying("write"));
         assert!(!policy.is_modifying("bash"));
         assert!(!policy.is_modifying("Edit"));
+        assert!(policy.is_shell("bash"));
+        assert!(!policy.is_shell("edit"));
     }
 }

@@ -163,6 +163,7 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
                     settle_ms,
                     min_sync_gap_ms,
                     modifying_tools: vec!["edit".into(), "write".into()],
+                    shell_tools: Vec::new(),
                     workspace_root: "/ws".into(),
                 }
             },
@@ -693,6 +694,9 @@ impl World {
                         lifetime,
                         "opened a lifetime the shadow does not know"
                     );
+                }
+                Effect::ProbeWorkspace { .. } => {
+                    prop_assert!(false, "a probe with no shell tool configured");
                 }
                 Effect::CancelSync { .. }
                 | Effect::SessionClosed { .. }

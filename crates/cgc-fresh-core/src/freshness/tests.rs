@@ -18,6 +18,7 @@ fn policy() -> FreshnessPolicy {
         // The scenarios below are about other rules; the gap has its own.
         min_sync_gap_ms: 0,
         modifying_tools: vec!["edit".into(), "write".into()],
+        shell_tools: vec!["bash".into()],
         workspace_root: ROOT.into(),
     }
 }
@@ -582,6 +583,7 @@ fn notices_stay_out_of_the_agent_prompt() {
             }
             Effect::StartSync { .. }
             | Effect::CancelSync { .. }
+            | Effect::ProbeWorkspace { .. }
             | Effect::SessionOpened { .. }
             | Effect::SessionClosed { .. }
             | Effect::RecordChanged => {}
@@ -668,8 +670,9 @@ fn the_sync_budget_rearms_per_session() {
         Some(Millis(10_000)),
         "the record persists"
     );
-    bench.at(12_000).settled_edit("s2", "c.rs");
-    let effects = bench.at(12_500).wake();
+    // The drift s1 left uncovered is s2's first drift: s2 pays for it.
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(11_600)));
+    let effects = bench.at(11_600).wake();
     assert!(effects.contains(&Effect::StartSync {
         flight: FlightId(2),
         session: Some(bench.key("s2")),
@@ -2193,4 +2196,354 @@ fn two_sync_starts_are_at_least_the_minimum_gap_apart() {
     assert_eq!(started(&effects), None);
     assert_eq!(bench.machine.next_deadline(), Some(Millis(11_500)));
     assert!(started(&bench.at(11_500).wake()).is_some());
+}
+
+// ---- Shell edits: a shell command's changes, found by comparing the tree ----
+
+impl Bench {
+    fn bash_call(&mut self, session: &str) -> Vec<Effect> {
+        self.call(session, "bash", &[])
+    }
+
+    /// A `bash` result; returns the probe the machine asks to compare.
+    fn bash_result(&mut self, session: &str) -> ProbeId {
+        let effects = self.send(Input::ToolResult {
+            session: session.into(),
+            tool: "bash".into(),
+            ok: true,
+        });
+        probes(&effects)
+            .first()
+            .copied()
+            .unwrap_or_else(|| panic!("no comparison asked for: {effects:?}"))
+    }
+
+    fn answer(&mut self, probe: ProbeId, changes: TreeChanges) -> Vec<Effect> {
+        self.send(Input::ProbeAnswered { probe, changes })
+    }
+}
+
+fn probes(effects: &[Effect]) -> Vec<ProbeId> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::ProbeWorkspace { probe } => Some(*probe),
+            _ => None,
+        })
+        .collect()
+}
+
+fn changed(paths: &[&str]) -> TreeChanges {
+    TreeChanges::Paths(paths.iter().map(|path| path.to_string()).collect())
+}
+
+#[test]
+fn a_shell_command_that_changed_files_is_an_observed_edit() {
+    let mut bench = fresh_bench();
+    let epoch = bench.machine.record().edit_epoch;
+    assert!(
+        bench.at(6_000).bash_call("s1").is_empty(),
+        "a call decides nothing yet"
+    );
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    let probe = bench.at(6_100).bash_result("s1");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+
+    let effects = bench
+        .at(6_120)
+        .answer(probe, changed(&["src/gen.rs", "src/old.rs"]));
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::PossiblyStale)]
+    );
+    assert!(notice_text(&effects, NoticeCondition::PossiblyStale).contains("`bash`"));
+    let record = bench.machine.record();
+    assert_eq!(record.status, FreshnessStatus::PossiblyStale);
+    assert_eq!(record.stale_since, Some(Millis(6_120)));
+    assert_eq!(record.edit_epoch, epoch + 1);
+    assert_eq!(
+        bench.machine.pending_paths().paths().collect::<Vec<_>>(),
+        ["src/gen.rs", "src/old.rs"]
+    );
+    // Settled at once (the command ended): the batching window decides.
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(6_620)));
+    let flight = started(&bench.at(6_620).wake()).expect("the lazy sync starts");
+    bench.spawned(flight);
+    bench.at(7_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert!(
+        bench.answer(probe, changed(&["x.rs"])).is_empty(),
+        "answered once"
+    );
+}
+
+#[test]
+fn a_shell_command_that_changed_nothing_changes_nothing() {
+    let mut bench = fresh_bench();
+    let before = bench.machine.record().clone();
+    bench.at(6_000).bash_call("s1");
+    let probe = bench.at(6_100).bash_result("s1");
+    let effects = bench.at(6_110).answer(probe, TreeChanges::Unchanged);
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(bench.machine.record(), &before);
+    assert_eq!(bench.machine.next_deadline(), None);
+    // An empty list of paths is the same answer.
+    bench.at(7_000).bash_call("s1");
+    let probe = bench.at(7_100).bash_result("s1");
+    assert!(bench.answer(probe, changed(&[])).is_empty());
+    // Other tools' results do not ask for comparisons.
+    assert!(probes(&bench.result("s1")).is_empty());
+}
+
+#[test]
+fn without_a_manifest_a_shell_command_is_a_whole_workspace_edit() {
+    let mut bench = fresh_bench();
+    bench.at(6_000).bash_call("s1");
+    let probe = bench.at(6_100).bash_result("s1");
+    let effects = bench.at(6_110).answer(probe, TreeChanges::WholeWorkspace);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::PossiblyStale)]
+    );
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(bench.machine.pending_paths().is_whole_workspace());
+    assert!(bench.machine.record().pending.whole_workspace);
+}
+
+#[test]
+fn changed_paths_outside_the_workspace_are_not_an_edit() {
+    let mut bench = fresh_bench();
+    bench.at(6_000).bash_call("s1");
+    let probe = bench.at(6_100).bash_result("s1");
+    assert!(bench
+        .answer(probe, changed(&["/tmp/scratch.rs"]))
+        .is_empty());
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+#[test]
+fn no_sync_claims_fresh_while_a_shell_command_is_not_compared() {
+    // The command runs across the whole sync.
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+    bench.at(1_600).bash_call("s1");
+    let effects = bench.at(3_000).finish(flight, SyncOutcome::Succeeded);
+    assert!(notices(&effects).is_empty(), "no completion notice yet");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.record().last_synced_at, Some(Millis(3_000)));
+    assert!(bench
+        .machine
+        .state_frame()
+        .detail
+        .is_some_and(|detail| detail.contains("shell command")));
+    assert_eq!(
+        bench.machine.next_deadline(),
+        None,
+        "no follow-up is queued"
+    );
+
+    // Its result: still no claim while the comparison runs.
+    let probe = bench.at(9_000).bash_result("s1");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    let effects = bench.at(9_010).answer(probe, TreeChanges::Unchanged);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::SyncCompleted)]
+    );
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.record().stale_since, None);
+
+    // The same with a command that did change something: no claim, a sync.
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+    bench.at(1_600).bash_call("s1");
+    bench.at(3_000).finish(flight, SyncOutcome::Succeeded);
+    let probe = bench.at(9_000).bash_result("s1");
+    bench.at(9_010).answer(probe, changed(&["b.rs"]));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        bench.machine.record().stale_since,
+        Some(Millis(1_000)),
+        "the episode never closed"
+    );
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(9_510)));
+}
+
+#[test]
+fn a_shell_command_compared_during_the_sync_decides_before_its_end() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+    bench.at(1_600).bash_call("s1");
+    let probe = bench.at(1_700).bash_result("s1");
+    bench.at(1_710).answer(probe, TreeChanges::Unchanged);
+    bench.at(3_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+
+    // A change found during the sync keeps it from claiming `fresh`.
+    bench.at(10_000).settled_edit("s1", "b.rs");
+    let flight = started(&bench.at(10_500).wake()).unwrap();
+    bench.spawned(flight);
+    bench.at(10_600).bash_call("s1");
+    let probe = bench.at(10_700).bash_result("s1");
+    bench.at(10_710).answer(probe, changed(&["c.rs"]));
+    let effects = bench.at(12_000).finish(flight, SyncOutcome::Succeeded);
+    assert!(!notices(&effects).contains(&pair("s1", NoticeCondition::SyncCompleted)));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.record().last_synced_at, Some(Millis(12_000)));
+}
+
+#[test]
+fn a_due_sync_waits_for_a_running_shell_command_and_its_comparison() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    bench.at(1_200).bash_call("s1");
+    assert_eq!(started(&bench.at(1_500).wake()), None, "the command runs");
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(31_200)));
+    let probe = bench.at(2_000).bash_result("s1");
+    assert_eq!(
+        bench.machine.next_deadline(),
+        None,
+        "the comparison's answer will come"
+    );
+    let effects = bench.at(2_010).answer(probe, TreeChanges::Unchanged);
+    assert!(started(&effects).is_some(), "starts once compared");
+
+    // A command that outlives settleMs stops holding back the sync.
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    bench.at(1_200).bash_call("s1");
+    let flight = started(&bench.at(31_200).wake()).expect("settle window over");
+    bench.spawned(flight);
+    bench.at(32_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(
+        bench.status(),
+        FreshnessStatus::PossiblyStale,
+        "still no claim: the command is open"
+    );
+}
+
+#[test]
+fn a_shell_command_of_an_ending_session_is_compared_at_its_end() {
+    let mut bench = fresh_bench();
+    bench.at(6_000).bash_call("s1");
+    let effects = bench.at(6_100).end("s1");
+    let asked = probes(&effects);
+    assert_eq!(asked.len(), 1, "{effects:?}");
+    let effects = bench.at(6_120).answer(asked[0], changed(&["gen.rs"]));
+    assert!(notices(&effects).is_empty(), "nobody to tell");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.next_deadline(), None, "nobody pays");
+
+    // A result under an ended name is compared too.
+    let mut bench = fresh_bench();
+    bench.at(6_000).end("s1");
+    let probe = bench.at(6_100).bash_result("s1");
+    bench.at(6_120).answer(probe, changed(&["gen.rs"]));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+// ---- Drift no sync covered is the next lifetime's first drift ---------------
+
+#[test]
+fn a_session_ended_before_its_lazy_sync_leaves_the_sync_to_the_next_lifetime() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    let effects = bench.at(1_000).settled_edit("s1", "a.rs");
+    assert!(notice_text(&effects, NoticeCondition::PossiblyStale).contains("follows shortly"));
+    bench.at(1_070).end("s1");
+    assert_eq!(bench.machine.next_deadline(), None, "the payer is gone");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+
+    bench
+        .at(5_000)
+        .start_as("s2", "pi-2", SessionStartReason::New);
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(5_500)));
+    let effects = bench.at(5_500).wake();
+    assert!(effects.contains(&Effect::StartSync {
+        flight: FlightId(1),
+        session: Some(bench.key("s2")),
+        manual: false
+    }));
+    let flight = bench.machine.current_flight().unwrap();
+    bench.spawned(flight);
+    assert_eq!(bench.machine.automatic_syncs_spawned("s2"), Some(1));
+    bench.at(6_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+
+    // A fresh workspace gives a new lifetime nothing to do.
+    bench
+        .at(7_000)
+        .start_as("s3", "pi-3", SessionStartReason::New);
+    assert_eq!(bench.machine.next_deadline(), None);
+}
+
+#[test]
+fn a_restored_record_with_pending_work_is_synced_by_the_first_lifetime() {
+    let mut bench = fresh_bench();
+    bench.at(9_000).edit("s1", "late.rs");
+    let restored = bench.machine.record().clone();
+    bench.machine = Freshness::new(policy(), Some(restored), Millis(20_000));
+    bench.keys.clear();
+    assert_eq!(bench.machine.next_deadline(), None, "nobody to pay yet");
+    bench
+        .at(20_100)
+        .start_as("s1", "pi-9", SessionStartReason::Startup);
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(20_600)));
+    let flight = started(&bench.at(20_600).wake()).expect("the restored work is synced");
+    bench.spawned(flight);
+    bench.at(21_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+
+    // A restored record with nothing pending stays unknown until asked.
+    let mut bench = fresh_bench();
+    let restored = bench.machine.record().clone();
+    bench.machine = Freshness::new(policy(), Some(restored), Millis(20_000));
+    bench
+        .at(20_100)
+        .start_as("s2", "pi-2", SessionStartReason::Startup);
+    assert_eq!(bench.machine.next_deadline(), None);
+    assert_eq!(bench.status(), FreshnessStatus::Unknown);
+}
+
+#[test]
+fn drift_a_stopped_watcher_left_is_not_a_new_lifetimes_sync() {
+    let mut bench = Bench::new();
+    bench.at(1_000).with_verified_watcher("s1");
+    bench.at(5_000).end("s1");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    bench
+        .at(6_000)
+        .start_as("s2", "pi-2", SessionStartReason::New);
+    assert_eq!(
+        bench.machine.next_deadline(),
+        None,
+        "the new session's own watcher (or its next drift) covers it"
+    );
+}
+
+#[test]
+fn a_cancelled_sync_of_an_ended_payer_is_the_next_lifetimes_sync() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    bench.spawned(flight);
+    let effects = bench.at(1_600).end("s1");
+    assert!(effects.contains(&Effect::CancelSync { flight }));
+    bench.at(1_700).finish(flight, SyncOutcome::Cancelled);
+    bench
+        .at(2_000)
+        .start_as("s2", "pi-2", SessionStartReason::New);
+    assert_eq!(bench.machine.next_deadline(), Some(Millis(2_500)));
 }

@@ -5,10 +5,11 @@
 //! purely by its text: a relative path is relative to the workspace root,
 //! `.` and `..` components are resolved lexically (`..` never climbs above
 //! `/`), and the result is inside the workspace when it starts with the
-//! root's components. Symlinks are not followed — that would be probing; a
-//! path that reaches the workspace only through a symlink is not seen, and a
-//! path inside the workspace that points elsewhere still counts (the
-//! conservative side).
+//! root's components. Symlinks are not followed here: the shell resolves
+//! every reported path to its real path first (`real_path.rs` in the
+//! binary), so a path that reaches the workspace through a symlink arrives
+//! as the real path inside it; a path given to the machine directly is
+//! placed by its text alone.
 
 /// A workspace root, normalised into components.
 #[derive(Debug, Clone, PartialEq, Eq)]

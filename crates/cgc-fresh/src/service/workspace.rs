@@ -16,7 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
 use cgc_fresh_core::freshness::{
-    Effect, Freshness, FreshnessPolicy, Input, Millis, WatcherDecline, MAX_LIVE_SESSIONS,
+    Effect, FlightId, Freshness, FreshnessPolicy, Input, Millis, ProbeId, SyncOutcome, TreeChanges,
+    WatcherDecline, MAX_LIVE_SESSIONS,
 };
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
@@ -39,8 +40,10 @@ use super::watcher_supervisor::{
     SessionBegan, SessionGone, WatcherEvent, WatcherReport, WatcherSettings, WatcherSupervisor,
 };
 use crate::config_load::LoadedConfig;
+use crate::manifest::{self, Manifest, MANIFEST_FILE, MAX_MANIFEST_FILES};
 use crate::paths::ServicePaths;
 use crate::process::executable::locate;
+use crate::real_path;
 use crate::supervisor::{LiveChildren, RootSupervisor, StopSession};
 
 pub struct WorkspaceActor {
@@ -78,6 +81,32 @@ pub struct WorkspaceActor {
     owners_to_watch: Vec<u32>,
     idle_timer: Option<SpawnHandle>,
     lifecycle: Recipient<Shutdown>,
+    /// The manifest of the last successful sync (`manifest.rs`), and where
+    /// it is kept.
+    manifest: Option<Arc<Manifest>>,
+    manifest_file: PathBuf,
+    /// The snapshot of the sync decided last, committed if it succeeds.
+    snapshot: Option<Snapshot>,
+    /// Syncs decided by the last input, with their walks' start times.
+    snapshots_to_take: Vec<(FlightId, i64)>,
+    /// Probes waiting for a comparison, and whether one runs.
+    probes_waiting: Vec<ProbeId>,
+    comparing: bool,
+    home: PathBuf,
+}
+
+/// The walk recorded for a sync, from its decision until it ends.
+struct Snapshot {
+    flight: FlightId,
+    state: SnapshotState,
+}
+
+enum SnapshotState {
+    /// The walk runs; `commit`: the sync already succeeded.
+    Taking {
+        commit: bool,
+    },
+    Ready(Arc<Manifest>),
 }
 
 type StateSummary = (
@@ -105,6 +134,7 @@ fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
         settle_ms: settings.freshness.settle_ms,
         min_sync_gap_ms: settings.freshness.min_sync_gap_ms,
         modifying_tools: settings.freshness.modifying_tools.clone(),
+        shell_tools: settings.freshness.shell_tools.clone(),
         workspace_root: workspace.display().to_string(),
     }
 }
@@ -129,6 +159,8 @@ impl WorkspaceActor {
             }
         };
         let machine = Freshness::new(policy(&config.settings, &paths.workspace), restored, now());
+        let manifest_file = paths.state_dir.join(MANIFEST_FILE);
+        let manifest = manifest::load(&manifest_file).map(Arc::new);
         WorkspaceActor {
             workspace: paths.workspace.clone(),
             config,
@@ -153,6 +185,13 @@ impl WorkspaceActor {
             owners_to_watch: Vec::new(),
             idle_timer: None,
             lifecycle,
+            manifest,
+            manifest_file,
+            snapshot: None,
+            snapshots_to_take: Vec::new(),
+            probes_waiting: Vec::new(),
+            comparing: false,
+            home: crate::paths::home_dir(),
         }
     }
 
@@ -225,11 +264,20 @@ impl WorkspaceActor {
     /// Feeds one input to the machine and carries out what it decides.
     fn apply(&mut self, input: Input, ctx: &mut Context<Self>) {
         let mut queue = vec![input];
-        while let Some(input) = queue.pop() {
-            tracing::debug!(event = "freshness_input", input = ?input);
-            let effects = self.machine.handle(now(), input);
-            for effect in effects {
-                self.carry_out(effect, &mut queue);
+        loop {
+            while let Some(input) = queue.pop() {
+                tracing::debug!(event = "freshness_input", input = ?input);
+                let effects = self.machine.handle(now(), input);
+                for effect in effects {
+                    self.carry_out(effect, &mut queue);
+                }
+            }
+            for (flight, taken_at) in std::mem::take(&mut self.snapshots_to_take) {
+                self.take_snapshot(flight, taken_at, ctx);
+            }
+            queue.extend(self.compare_probes(ctx));
+            if queue.is_empty() {
+                break;
             }
         }
         for pid in std::mem::take(&mut self.owners_to_watch) {
@@ -253,9 +301,21 @@ impl WorkspaceActor {
                     session = session.as_ref().map(tracing::field::display),
                     manual
                 );
+                // The snapshot's clock starts now, before the runner can
+                // spawn anything (`manifest.rs`, "Snapshot rule").
+                self.snapshots_to_take
+                    .push((flight, manifest::walk_start_ns()));
                 if let Some(runner) = &self.runner {
                     runner.do_send(RunSync { flight, session });
                 }
+            }
+            Effect::ProbeWorkspace { probe } => {
+                tracing::debug!(
+                    event = "decision",
+                    decision = "probe_workspace",
+                    probe = probe.get()
+                );
+                self.probes_waiting.push(probe);
             }
             Effect::CancelSync { flight } => {
                 tracing::info!(
@@ -399,11 +459,170 @@ impl WorkspaceActor {
         }
     }
 
+    /// Walks the tree for sync `flight` on the blocking pool; the result is
+    /// kept for the sync's success (`SyncReport`).
+    fn take_snapshot(&mut self, flight: FlightId, taken_at: i64, ctx: &mut Context<Self>) {
+        self.snapshot = Some(Snapshot {
+            flight,
+            state: SnapshotState::Taking { commit: false },
+        });
+        let root = self.workspace.clone();
+        let walk = tokio::task::spawn_blocking(move || {
+            manifest::timed(|| manifest::snapshot(&root, taken_at, MAX_MANIFEST_FILES))
+        });
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Self>(walk).map(move |joined, act, _| {
+                let Some(snapshot) = act.snapshot.as_mut().filter(|s| s.flight == flight) else {
+                    return;
+                };
+                match joined {
+                    Ok((Ok(taken), ms)) => {
+                        let files = match &taken {
+                            Manifest::Recorded(recorded) => Some(recorded.files.len()),
+                            Manifest::TooLarge { .. } => None,
+                        };
+                        tracing::info!(event = "manifest_snapshot", flight = flight.0, files, too_large = files.is_none(), ms = ms as u64);
+                        let taken = Arc::new(taken);
+                        match snapshot.state {
+                            SnapshotState::Taking { commit: true } => {
+                                act.snapshot = None;
+                                act.commit_manifest(taken);
+                            }
+                            _ => snapshot.state = SnapshotState::Ready(taken),
+                        }
+                    }
+                    Ok((Err(error), _)) => {
+                        tracing::warn!(event = "manifest_snapshot_failed", flight = flight.0, error = %error);
+                        act.snapshot = None;
+                    }
+                    Err(error) => {
+                        tracing::warn!(event = "manifest_snapshot_failed", flight = flight.0, error = %error);
+                        act.snapshot = None;
+                    }
+                }
+            }),
+        );
+    }
+
+    /// A sync ended: its snapshot becomes the manifest if it succeeded
+    /// (now, or when the walk is done), else it is dropped.
+    fn sync_ended(&mut self, flight: FlightId, succeeded: bool) {
+        let Some(snapshot) = self.snapshot.as_mut().filter(|s| s.flight == flight) else {
+            return;
+        };
+        if !succeeded {
+            self.snapshot = None;
+            return;
+        }
+        match &snapshot.state {
+            SnapshotState::Taking { .. } => {
+                snapshot.state = SnapshotState::Taking { commit: true };
+            }
+            SnapshotState::Ready(taken) => {
+                let taken = taken.clone();
+                self.snapshot = None;
+                self.commit_manifest(taken);
+            }
+        }
+    }
+
+    /// `taken` describes the graph from now on; written to disk off the
+    /// actor's thread.
+    fn commit_manifest(&mut self, taken: Arc<Manifest>) {
+        self.manifest = Some(taken.clone());
+        let file = self.manifest_file.clone();
+        tokio::task::spawn_blocking(move || match manifest::save(&file, &taken) {
+            Ok(()) => tracing::info!(event = "manifest_written", path = %file.display()),
+            Err(error) => tracing::warn!(event = "manifest_write_failed", error = %error),
+        });
+    }
+
+    /// Starts one comparison for every waiting probe, unless one runs. The
+    /// reference is the running sync's snapshot once taken (what changed
+    /// after its start), else the manifest. Without a usable reference the
+    /// answer is "whole workspace" at once: those inputs are returned.
+    fn compare_probes(&mut self, ctx: &mut Context<Self>) -> Vec<Input> {
+        if self.comparing || self.probes_waiting.is_empty() {
+            return Vec::new();
+        }
+        let running = self.machine.current_flight();
+        let reference = match &self.snapshot {
+            Some(Snapshot {
+                flight,
+                state: SnapshotState::Ready(taken),
+            }) if Some(*flight) == running => Some(taken.clone()),
+            _ => self.manifest.clone(),
+        };
+        let batch = std::mem::take(&mut self.probes_waiting);
+        let Some(reference) = reference.filter(|m| matches!(**m, Manifest::Recorded(_))) else {
+            tracing::info!(
+                event = "shell_compared",
+                probes = batch.len(),
+                whole_workspace = true,
+                reason = "no manifest"
+            );
+            return answers(batch, TreeChanges::WholeWorkspace);
+        };
+        self.comparing = true;
+        let root = self.workspace.clone();
+        let walk = tokio::task::spawn_blocking(move || {
+            manifest::timed(|| manifest::compare(&root, &reference, MAX_MANIFEST_FILES))
+        });
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Self>(walk).map(move |joined, act, ctx| {
+                act.comparing = false;
+                let changes = match joined {
+                    Ok((Some(paths), ms)) => {
+                        tracing::info!(event = "shell_compared", probes = batch.len(), changed = paths.len(), ms = ms as u64, paths = ?paths.iter().take(8).collect::<Vec<_>>());
+                        if paths.is_empty() {
+                            TreeChanges::Unchanged
+                        } else {
+                            TreeChanges::Paths(paths)
+                        }
+                    }
+                    Ok((None, ms)) => {
+                        tracing::info!(event = "shell_compared", probes = batch.len(), whole_workspace = true, ms = ms as u64);
+                        TreeChanges::WholeWorkspace
+                    }
+                    Err(error) => {
+                        tracing::warn!(event = "shell_compare_failed", error = %error);
+                        TreeChanges::WholeWorkspace
+                    }
+                };
+                let mut inputs = answers(batch, changes).into_iter();
+                if let Some(first) = inputs.next() {
+                    act.apply(first, ctx);
+                }
+                for input in inputs {
+                    act.apply(input, ctx);
+                }
+            }),
+        );
+        Vec::new()
+    }
+
     /// `session_shutdown`: the lifetime ends; its cleanup follows from the
     /// machine's `SessionClosed`.
     fn end_session(&mut self, session: String, ctx: &mut Context<Self>) {
         self.apply(Input::SessionEnded { session }, ctx);
     }
+}
+
+/// The answers for `probes`: the first carries `changes` (one comparison,
+/// one edit), the others "unchanged" — their commands are covered by it.
+fn answers(probes: Vec<ProbeId>, changes: TreeChanges) -> Vec<Input> {
+    probes
+        .into_iter()
+        .enumerate()
+        .map(|(n, probe)| Input::ProbeAnswered {
+            probe,
+            changes: if n == 0 {
+                changes.clone()
+            } else {
+                TreeChanges::Unchanged
+            },
+        })
+        .collect()
 }
 
 /// Replies go through the connection's outlet, which counts their bytes
@@ -574,11 +793,18 @@ impl Handler<FromClient> for WorkspaceActor {
                     "the edit still marks the graph possibly stale, but no sync follows for it",
                 );
                 tracing::debug!(event = "tool_call", session = %call.session, tool = %call.tool, paths = call.paths.len());
+                // Paths as the file system names them: a symlinked or
+                // `~`-relative path inside the workspace counts.
+                let paths = if self.machine.policy().is_modifying(&call.tool) {
+                    real_path::resolve_all(call.paths, &self.workspace, &self.home)
+                } else {
+                    call.paths
+                };
                 self.apply(
                     Input::ToolCall {
                         session: call.session,
                         tool: call.tool,
-                        paths: call.paths,
+                        paths,
                     },
                     ctx,
                 );
@@ -743,6 +969,13 @@ impl Handler<SyncReport> for WorkspaceActor {
     type Result = ();
     fn handle(&mut self, msg: SyncReport, ctx: &mut Self::Context) {
         let flight = msg.flight;
+        match &msg.event {
+            SyncEvent::Finished(outcome) => {
+                self.sync_ended(flight, matches!(outcome, SyncOutcome::Succeeded))
+            }
+            SyncEvent::Busy { .. } | SyncEvent::Declined { .. } => self.sync_ended(flight, false),
+            SyncEvent::Spawned { .. } => {}
+        }
         let input = match msg.event {
             SyncEvent::Busy { holder } => Input::SyncBusy { flight, holder },
             SyncEvent::Declined { reason } => Input::SyncDeclined { flight, reason },
