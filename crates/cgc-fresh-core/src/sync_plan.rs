@@ -200,7 +200,9 @@ pub fn sync_argv(strategy: &SyncStrategy, global_args: &[String]) -> Vec<String>
     match strategy {
         // The driver is not a `cgc` subcommand: whoever runs a command for
         // `incremental` runs its fallback, the reconcile.
-        SyncStrategy::Incremental | SyncStrategy::Reconcile => argv.extend(["watch", "--sync-on-start", "."].map(String::from)),
+        SyncStrategy::Incremental | SyncStrategy::Reconcile => {
+            argv.extend(["watch", "--sync-on-start", "."].map(String::from))
+        }
         SyncStrategy::Update => argv.extend(["update", ".", "--quiet"].map(String::from)),
         SyncStrategy::Index => argv.extend(["index", "."].map(String::from)),
         SyncStrategy::Custom(args) => argv.extend(args.iter().cloned()),
@@ -566,7 +568,9 @@ mod tests {
             exit_code: Some(DRIVER_EXIT_UNSUPPORTED),
             ..Default::default()
         };
-        let why = result(r#"CGC_FRESH_RESULT {"ok": false, "unsupported": true, "error": "not indexed"}"#);
+        let why = result(
+            r#"CGC_FRESH_RESULT {"ok": false, "unsupported": true, "error": "not indexed"}"#,
+        );
         assert_eq!(
             classify_driver_exit(&requested, Some(&why), &unsupported),
             DriverVerdict::Fallback {
