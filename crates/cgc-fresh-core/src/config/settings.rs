@@ -46,9 +46,9 @@ pub enum SyncStrategy {
     /// the service's driver, run with `cgc`'s interpreter; a whole-workspace
     /// sync, too many files, or a CGC without the internal API it needs runs
     /// `Reconcile` instead.
+    #[default]
     Incremental,
     /// `cgc watch --sync-on-start .`, stopped once it is watching.
-    #[default]
     Reconcile,
     /// `cgc update . --quiet`.
     Update,
