@@ -9,6 +9,7 @@ mod config;
 mod deploy;
 mod faults;
 mod hardening;
+mod incremental;
 mod instance;
 mod lifetimes;
 mod protocol;

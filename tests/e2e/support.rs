@@ -127,6 +127,11 @@ impl Service {
         let log = sandbox.root.path().join(format!("serve-{}.log", unique()));
         let mut cmd = sandbox.command();
         cmd.arg("serve").args(extra).arg("--socket").arg(&socket);
+        // The tests written about syncs are about `reconcile` (the fake
+        // `cgc` is no Python script, so `incremental` would fall back to it
+        // anyway): they name it, and a test about another strategy sets its
+        // own (`incremental.rs`), which wins.
+        cmd.env("CGC_SYNC_STRATEGY", "reconcile");
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -14,6 +14,7 @@
 //! target/release/cgc-fresh-bench all            # intake, idle, startup, shutdown, dedup
 //! target/release/cgc-fresh-bench busy           # needs the real cgc (scripts/install-cgc.sh)
 //! target/release/cgc-fresh-bench strategies     # needs the real cgc; takes minutes
+//! target/release/cgc-fresh-bench edit-to-fresh  # incremental vs reconcile, real cgc
 //! target/release/cgc-fresh-bench slow-reader    # clients that never read
 //! target/release/cgc-fresh-bench hook           # one Claude Code hook process
 //! target/release/cgc-fresh-bench connections    # 10 000 held; the descriptor limit
@@ -130,6 +131,13 @@ enum Bench {
         #[arg(long, default_value_t = 200)]
         modules: usize,
     },
+    /// A one-file edit → fresh, `incremental` and `reconcile` side by side
+    /// (real cgc; minutes).
+    EditToFresh {
+        /// Generated Python modules.
+        #[arg(long, default_value_t = 400)]
+        modules: usize,
+    },
     /// Peak memory with a requester and a subscriber that never read (fake cgc).
     SlowReader {
         /// Longest a flood of requests writes.
@@ -219,6 +227,7 @@ fn run() -> Result<()> {
             },
         ),
         Bench::Strategies { modules } => benches::strategies::run(&tools, modules),
+        Bench::EditToFresh { modules } => benches::strategies::edit_to_fresh(&tools, modules),
         Bench::All { idle_seconds } => {
             benches::intake::run(
                 &tools,

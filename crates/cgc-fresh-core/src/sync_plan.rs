@@ -6,15 +6,203 @@
 //! edits; only `cgc watch --sync-on-start .` (stopped once it is ready) and
 //! `cgc update .` bring an indexed graph up to date. See the strategies.
 
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
 use crate::config::SyncStrategy;
 use crate::freshness::SyncOutcome;
+
+/// At most this many changed files go to the incremental driver; a larger
+/// batch is reconciled (the driver's cost grows with the files it writes,
+/// the reconcile's with the repository).
+pub const INCREMENTAL_MAX_FILES: usize = 256;
+
+/// The prefix of the driver's one result line on stdout.
+pub const DRIVER_RESULT_PREFIX: &str = "CGC_FRESH_RESULT ";
+
+/// The driver's exit code for "cannot apply incrementally; nothing was
+/// written" (the sync runs `reconcile` instead).
+pub const DRIVER_EXIT_UNSUPPORTED: i32 = 3;
+
+/// What one sync actually runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncRun {
+    /// The incremental driver on these workspace-relative paths.
+    Incremental { paths: Vec<String> },
+    /// The configured strategy's `cgc` command (for `Incremental`,
+    /// `reconcile`), with the reason when it replaces `incremental`.
+    Command {
+        strategy: SyncStrategy,
+        fallback_reason: Option<String>,
+    },
+}
+
+/// Decides what a sync runs. `paths` are the changed workspace-relative
+/// paths of the flight (`None`: the whole workspace); `must_reconcile` is
+/// set after an incremental run that may have left the graph partial.
+pub fn plan_sync(
+    strategy: &SyncStrategy,
+    paths: Option<&[String]>,
+    must_reconcile: Option<&str>,
+) -> SyncRun {
+    if *strategy != SyncStrategy::Incremental {
+        return SyncRun::Command {
+            strategy: strategy.clone(),
+            fallback_reason: None,
+        };
+    }
+    let reconcile = |reason: String| SyncRun::Command {
+        strategy: SyncStrategy::Reconcile,
+        fallback_reason: Some(reason),
+    };
+    if let Some(why) = must_reconcile {
+        return reconcile(why.to_string());
+    }
+    match paths {
+        None => reconcile("the changes are not known file by file (whole workspace)".into()),
+        Some([]) => reconcile("no changed file was recorded".into()),
+        Some(list) if list.len() > INCREMENTAL_MAX_FILES => reconcile(format!(
+            "{} changed files (more than {INCREMENTAL_MAX_FILES})",
+            list.len()
+        )),
+        Some(list) => SyncRun::Incremental {
+            paths: list.to_vec(),
+        },
+    }
+}
+
+/// The driver's arguments after the interpreter: the script, CGC's root
+/// options, then `--probe` or `apply -- PATH...`.
+pub fn driver_argv(script: &str, global_args: &[String], paths: Option<&[String]>) -> Vec<String> {
+    let mut argv = vec![script.to_string()];
+    argv.extend(global_args.iter().cloned());
+    match paths {
+        None => argv.push("--probe".into()),
+        Some(paths) => {
+            argv.extend(["apply", "--"].map(String::from));
+            argv.extend(paths.iter().cloned());
+        }
+    }
+    argv
+}
+
+/// The interpreter named by a script's first line (`#!/path/python` or
+/// `#!/usr/bin/env python3`): program and its arguments before the script.
+pub fn interpreter_from_shebang(first_line: &str) -> Option<(String, Vec<String>)> {
+    let rest = first_line.strip_prefix("#!")?.trim();
+    let mut words = rest.split_whitespace();
+    let program = words.next()?.to_string();
+    let args: Vec<String> = words.map(str::to_string).collect();
+    if program.ends_with("/env") {
+        let (name, more) = args.split_first()?;
+        if name.starts_with('-') {
+            return None;
+        }
+        return Some((name.clone(), more.to_vec()));
+    }
+    Some((program, args))
+}
+
+/// The driver's result line, as far as the service reads it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct DriverResult {
+    #[serde(default)]
+    pub ok: bool,
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// What happened to each requested path.
+    #[serde(default)]
+    pub paths: BTreeMap<String, String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Cannot apply incrementally; nothing was written.
+    #[serde(default)]
+    pub unsupported: bool,
+    #[serde(default)]
+    pub missing: Vec<String>,
+    #[serde(default)]
+    pub relinked: Option<u64>,
+    #[serde(default)]
+    pub timings: BTreeMap<String, f64>,
+}
+
+/// Reads one output line as the driver's result line, if it is one.
+pub fn parse_driver_result(line: &str) -> Option<DriverResult> {
+    let json = line.trim_start().strip_prefix(DRIVER_RESULT_PREFIX)?;
+    serde_json::from_str(json.trim()).ok()
+}
+
+/// How an incremental driver run ended, for the runner.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DriverVerdict {
+    /// Run `reconcile` now instead: the driver wrote nothing.
+    Fallback { reason: String },
+    /// The outcome to report (success only when every path is accounted for).
+    Outcome(SyncOutcome),
+}
+
+/// Judges an ended driver run: `Succeeded` only on exit 0 with a result
+/// line that says `ok` and accounts for every requested path.
+pub fn classify_driver_exit(
+    requested: &[String],
+    result: Option<&DriverResult>,
+    facts: &SyncRunFacts,
+) -> DriverVerdict {
+    let exited_ok = facts.exit_code == Some(0);
+    if !facts.cancelled
+        && !facts.timed_out
+        && !facts.lock_error
+        && facts.exit_code == Some(DRIVER_EXIT_UNSUPPORTED)
+    {
+        let reason = result
+            .and_then(|r| r.error.clone())
+            .unwrap_or_else(|| "the incremental driver cannot apply these changes".into());
+        return DriverVerdict::Fallback { reason };
+    }
+    let generic = classify_sync_exit(&SyncStrategy::Incremental, facts);
+    if !matches!(generic, SyncOutcome::Succeeded) || !exited_ok {
+        return DriverVerdict::Outcome(generic);
+    }
+    let Some(result) = result else {
+        return DriverVerdict::Outcome(SyncOutcome::Failed {
+            error: "the incremental driver exited 0 without its result line".into(),
+        });
+    };
+    if !result.ok {
+        return DriverVerdict::Outcome(SyncOutcome::Failed {
+            error: format!(
+                "the incremental driver reported failure: {}",
+                result.error.as_deref().unwrap_or("no reason given")
+            ),
+        });
+    }
+    let unaccounted: Vec<&str> = requested
+        .iter()
+        .filter(|path| !result.paths.contains_key(path.as_str()))
+        .map(String::as_str)
+        .collect();
+    if !unaccounted.is_empty() {
+        return DriverVerdict::Outcome(SyncOutcome::Failed {
+            error: format!(
+                "the incremental driver did not account for {}",
+                unaccounted.join(", ")
+            ),
+        });
+    }
+    DriverVerdict::Outcome(SyncOutcome::Succeeded)
+}
 
 /// The argv (after the executable) for one sync: global flags first, since
 /// CGC's `--db`/`--db-path`/`--context` are root options.
 pub fn sync_argv(strategy: &SyncStrategy, global_args: &[String]) -> Vec<String> {
     let mut argv = global_args.to_vec();
     match strategy {
-        SyncStrategy::Reconcile => argv.extend(["watch", "--sync-on-start", "."].map(String::from)),
+        // The driver is not a `cgc` subcommand: whoever runs a command for
+        // `incremental` runs its fallback, the reconcile.
+        SyncStrategy::Incremental | SyncStrategy::Reconcile => {
+            argv.extend(["watch", "--sync-on-start", "."].map(String::from))
+        }
         SyncStrategy::Update => argv.extend(["update", ".", "--quiet"].map(String::from)),
         SyncStrategy::Index => argv.extend(["index", "."].map(String::from)),
         SyncStrategy::Custom(args) => argv.extend(args.iter().cloned()),
@@ -105,6 +293,9 @@ pub fn classify_sync_exit(strategy: &SyncStrategy, facts: &SyncRunFacts) -> Sync
     }
     let exited_ok = facts.exit_code == Some(0);
     match strategy {
+        SyncStrategy::Incremental if !exited_ok => SyncOutcome::Failed {
+            error: with_tail(format!("the incremental driver {how}")),
+        },
         SyncStrategy::Reconcile if exited_ok && facts.saw_ready => SyncOutcome::Succeeded,
         SyncStrategy::Reconcile if exited_ok => SyncOutcome::Failed {
             error: with_tail(
@@ -258,6 +449,144 @@ mod tests {
             classify_sync_exit(&SyncStrategy::Update, &killed),
             SyncOutcome::Failed { .. }
         ));
+    }
+
+    fn paths(list: &[&str]) -> Vec<String> {
+        args(list)
+    }
+
+    #[test]
+    fn incremental_plans_the_driver_only_for_a_bounded_list_of_files() {
+        let changed = paths(&["pkg/a.py", "pkg/b.py"]);
+        assert_eq!(
+            plan_sync(&SyncStrategy::Incremental, Some(&changed), None),
+            SyncRun::Incremental {
+                paths: changed.clone()
+            }
+        );
+        for (given, must) in [
+            (None, None),
+            (Some(&[][..]), None),
+            (Some(&changed[..]), Some("the last incremental sync failed")),
+        ] {
+            match plan_sync(&SyncStrategy::Incremental, given, must) {
+                SyncRun::Command {
+                    strategy: SyncStrategy::Reconcile,
+                    fallback_reason: Some(_),
+                } => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        let many: Vec<String> = (0..=INCREMENTAL_MAX_FILES)
+            .map(|i| format!("m{i}.py"))
+            .collect();
+        assert!(matches!(
+            plan_sync(&SyncStrategy::Incremental, Some(&many), None),
+            SyncRun::Command { fallback_reason: Some(reason), .. } if reason.contains("changed files")
+        ));
+        assert_eq!(
+            plan_sync(&SyncStrategy::Update, Some(&changed), None),
+            SyncRun::Command {
+                strategy: SyncStrategy::Update,
+                fallback_reason: None
+            }
+        );
+    }
+
+    #[test]
+    fn driver_argv_puts_root_options_before_the_mode() {
+        let global = args(&["--db", "kuzudb"]);
+        assert_eq!(
+            driver_argv("/s/d.py", &global, None),
+            args(&["/s/d.py", "--db", "kuzudb", "--probe"])
+        );
+        assert_eq!(
+            driver_argv("/s/d.py", &global, Some(&paths(&["-odd.py", "a b.py"]))),
+            args(&["/s/d.py", "--db", "kuzudb", "apply", "--", "-odd.py", "a b.py"])
+        );
+    }
+
+    #[test]
+    fn shebangs_name_the_interpreter() {
+        assert_eq!(
+            interpreter_from_shebang("#!/venv/bin/python"),
+            Some(("/venv/bin/python".into(), vec![]))
+        );
+        assert_eq!(
+            interpreter_from_shebang("#!/usr/bin/env python3"),
+            Some(("python3".into(), vec![]))
+        );
+        assert_eq!(
+            interpreter_from_shebang("#! /usr/bin/python3 -s"),
+            Some(("/usr/bin/python3".into(), vec!["-s".into()]))
+        );
+        assert_eq!(interpreter_from_shebang("\x7fELF"), None);
+        assert_eq!(interpreter_from_shebang("#!/usr/bin/env -S python3"), None);
+    }
+
+    fn result(line: &str) -> DriverResult {
+        parse_driver_result(line).expect("a result line")
+    }
+
+    #[test]
+    fn driver_success_needs_exit_0_ok_and_every_path_accounted_for() {
+        let requested = paths(&["a.py", "b.py"]);
+        let ok = SyncRunFacts {
+            exit_code: Some(0),
+            ..Default::default()
+        };
+        let full = result(
+            r#"CGC_FRESH_RESULT {"ok": true, "paths": {"a.py": "modified", "b.py": "deleted"}}"#,
+        );
+        assert_eq!(
+            classify_driver_exit(&requested, Some(&full), &ok),
+            DriverVerdict::Outcome(SyncOutcome::Succeeded)
+        );
+        let partial = result(r#"CGC_FRESH_RESULT {"ok": true, "paths": {"a.py": "modified"}}"#);
+        assert!(matches!(
+            classify_driver_exit(&requested, Some(&partial), &ok),
+            DriverVerdict::Outcome(SyncOutcome::Failed { error }) if error.contains("b.py")
+        ));
+        assert!(matches!(
+            classify_driver_exit(&requested, None, &ok),
+            DriverVerdict::Outcome(SyncOutcome::Failed { .. })
+        ));
+        let said_no = result(r#"CGC_FRESH_RESULT {"ok": false, "error": "boom"}"#);
+        assert!(matches!(
+            classify_driver_exit(&requested, Some(&said_no), &ok),
+            DriverVerdict::Outcome(SyncOutcome::Failed { error }) if error.contains("boom")
+        ));
+        let crashed = SyncRunFacts {
+            exit_code: Some(1),
+            ..Default::default()
+        };
+        assert!(matches!(
+            classify_driver_exit(&requested, Some(&full), &crashed),
+            DriverVerdict::Outcome(SyncOutcome::Failed { .. })
+        ));
+        let unsupported = SyncRunFacts {
+            exit_code: Some(DRIVER_EXIT_UNSUPPORTED),
+            ..Default::default()
+        };
+        let why = result(
+            r#"CGC_FRESH_RESULT {"ok": false, "unsupported": true, "error": "not indexed"}"#,
+        );
+        assert_eq!(
+            classify_driver_exit(&requested, Some(&why), &unsupported),
+            DriverVerdict::Fallback {
+                reason: "not indexed".into()
+            }
+        );
+        let busy = SyncRunFacts {
+            exit_code: Some(1),
+            lock_error: true,
+            ..Default::default()
+        };
+        assert!(matches!(
+            classify_driver_exit(&requested, None, &busy),
+            DriverVerdict::Outcome(SyncOutcome::Busy { .. })
+        ));
+        assert!(parse_driver_result("Loaded configuration from: x").is_none());
     }
 
     #[test]

@@ -16,13 +16,30 @@ use crate::report::{self, Table};
 use crate::service::{Log, Sandbox, Service};
 use crate::stats::{fmt_count, fmt_duration};
 
-const STRATEGIES: [&str; 3] = ["reconcile", "update", "index"];
+const STRATEGIES: [&str; 4] = ["incremental", "reconcile", "update", "index"];
 
 pub fn run(tools: &Tools, modules: usize) -> Result<()> {
-    report::section(
+    run_strategies(
+        tools,
+        modules,
+        &STRATEGIES,
         "strategies: edit → settled sync with the real CLI",
-        &tools.command_line,
-    );
+    )
+}
+
+/// `edit-to-fresh`: a one-file edit → `fresh`, `incremental` and
+/// `reconcile` side by side on one indexed workspace.
+pub fn edit_to_fresh(tools: &Tools, modules: usize) -> Result<()> {
+    run_strategies(
+        tools,
+        modules,
+        &["incremental", "reconcile"],
+        "edit-to-fresh: a one-file edit → settled sync, incremental vs reconcile (real CLI)",
+    )
+}
+
+fn run_strategies(tools: &Tools, modules: usize, strategies: &[&str], title: &str) -> Result<()> {
+    report::section(title, &tools.command_line);
     let sandbox = Sandbox::new(&tools.scratch)?;
     let cgc = RealCgc::new(&tools.real_cgc, &sandbox)?;
     write_project(&sandbox.workspace(), modules)?;
@@ -44,10 +61,10 @@ pub fn run(tools: &Tools, modules: usize) -> Result<()> {
         "old name gone",
         "graph right",
     ]);
-    for (i, strategy) in STRATEGIES.iter().enumerate() {
+    for (i, strategy) in strategies.iter().enumerate() {
         // A different module per strategy, so each starts from a graph
         // where its function still has the old name.
-        let module = (i + 1) * modules / (STRATEGIES.len() + 1);
+        let module = (i + 1) * modules / (strategies.len() + 1);
         eprintln!("cgc-fresh-bench: strategies: {strategy}");
         table.row(measure_strategy(tools, &sandbox, &cgc, strategy, module)?);
     }

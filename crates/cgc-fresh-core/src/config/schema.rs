@@ -205,6 +205,15 @@ settings! {
         CgcMaintenanceTimeoutMs: maintenance_timeout_ms = "maintenanceTimeoutMs", u64, default 600_000,
             kind PositiveMillis, env "CGC_MAINTENANCE_TIMEOUT_MS";
         /// What a sync runs. The working directory is always the workspace root.
+        ///   "incremental" CodeGraphContext's own incremental update, applied to exactly
+        ///                the files the flight changed by a driver shipped in this
+        ///                service (run with the interpreter of `cgc`, after a check that
+        ///                the internal API it needs exists); the graph it leaves equals
+        ///                a from-scratch index of the same tree. A sync of the whole
+        ///                workspace (a shell edit), more than 256 changed files, a
+        ///                failed API check, or a change the driver cannot apply runs
+        ///                "reconcile" instead, and the status says so; after an
+        ///                incremental sync that did not finish, the next one reconciles.
         ///   "reconcile"  `cgc watch --sync-on-start .`, stopped once it reports that it
         ///                is watching: applies edits, additions and deletions without
         ///                dropping the graph. It gets one SIGINT and then finishes on
@@ -224,7 +233,7 @@ settings! {
         ///                "custom: index . --force" (no quoting; an argument that
         ///                contains spaces needs the array form in a file).
         /// Names are matched case-insensitively.
-        CgcSyncStrategy: sync_strategy = "syncStrategy", SyncStrategy, default SyncStrategy::Reconcile,
+        CgcSyncStrategy: sync_strategy = "syncStrategy", SyncStrategy, default SyncStrategy::Incremental,
             kind Strategy, env "CGC_SYNC_STRATEGY";
         /// Arguments placed between the executable and the subcommand of every `cgc`
         /// run, e.g. ["--db", "kuzudb"] (cgc's root options must come first).

@@ -42,8 +42,13 @@ impl fmt::Display for WatchMode {
 /// `cgc.syncStrategy`: what one sync runs (see `config/default.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum SyncStrategy {
-    /// `cgc watch --sync-on-start .`, stopped once it is watching.
+    /// CGC's own incremental update applied to exactly the changed files by
+    /// the service's driver, run with `cgc`'s interpreter; a whole-workspace
+    /// sync, too many files, or a CGC without the internal API it needs runs
+    /// `Reconcile` instead.
     #[default]
+    Incremental,
+    /// `cgc watch --sync-on-start .`, stopped once it is watching.
     Reconcile,
     /// `cgc update . --quiet`.
     Update,
@@ -57,6 +62,7 @@ impl SyncStrategy {
     /// The configuration spelling of a named strategy; `None` for `Custom`.
     pub fn name(&self) -> Option<&'static str> {
         match self {
+            SyncStrategy::Incremental => Some("incremental"),
             SyncStrategy::Reconcile => Some("reconcile"),
             SyncStrategy::Update => Some("update"),
             SyncStrategy::Index => Some("index"),
@@ -91,6 +97,7 @@ mod tests {
     #[test]
     fn sync_strategy_displays_in_its_configuration_spelling() {
         assert_eq!(SyncStrategy::Reconcile.to_string(), "reconcile");
+        assert_eq!(SyncStrategy::Incremental.to_string(), "incremental");
         assert_eq!(SyncStrategy::Update.to_string(), "update");
         assert_eq!(SyncStrategy::Index.to_string(), "index");
         let custom = SyncStrategy::Custom(vec!["index".into(), ".".into(), "--force".into()]);

@@ -195,10 +195,10 @@ fn string_array(value: &Value) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// `reconcile | update | index` (any case), `custom: ARG ARG...` as text in
+/// `incremental | reconcile | update | index` (any case), `custom: ARG ARG...` as text in
 /// any layer, or a non-empty array of arguments in a file.
 pub(crate) fn sync_strategy(raw: RawValue<'_>) -> Result<SyncStrategy, String> {
-    const EXPECTED: &str = "expected \"reconcile\", \"update\", \"index\", \"custom: ARGS...\" or an array of arguments";
+    const EXPECTED: &str = "expected \"incremental\", \"reconcile\", \"update\", \"index\", \"custom: ARGS...\" or an array of arguments";
     const CUSTOM_PREFIX: &str = "custom:";
     if let RawValue::Tree(value @ Value::Array(_)) = raw {
         let args = string_array(value)?;
@@ -210,6 +210,7 @@ pub(crate) fn sync_strategy(raw: RawValue<'_>) -> Result<SyncStrategy, String> {
     }
     let text = raw.text().ok_or(EXPECTED)?.trim();
     match text.to_ascii_lowercase().as_str() {
+        "incremental" => return Ok(SyncStrategy::Incremental),
         "reconcile" => return Ok(SyncStrategy::Reconcile),
         "update" => return Ok(SyncStrategy::Update),
         "index" => return Ok(SyncStrategy::Index),

@@ -332,6 +332,20 @@ impl Freshness {
         self.attempt_opener(session).is_some()
     }
 
+    /// The workspace-relative paths the running flight `id` took (what its
+    /// sync must cover), sorted; `None` when they are not known file by file
+    /// (the whole-workspace marker) or `id` is not the running flight.
+    pub fn flight_paths(&self, id: FlightId) -> Option<Vec<String>> {
+        match &self.flight {
+            FlightSlot::Running(flight)
+                if flight.id == id && !flight.paths.is_whole_workspace() =>
+            {
+                Some(flight.paths.paths().map(str::to_string).collect())
+            }
+            _ => None,
+        }
+    }
+
     /// The state frame this machine can fill in. The backend is not known
     /// here; the shell adds it.
     pub fn state_frame(&self) -> StateFrame {

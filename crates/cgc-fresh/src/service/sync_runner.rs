@@ -5,17 +5,27 @@
 //!
 //! It decides nothing about freshness: it reports facts (`busy`, `declined`,
 //! `spawned`, and the classified outcome) and the machine judges them.
+//!
+//! The `incremental` strategy runs the driver shipped in this binary
+//! (`driver/incremental.py`, written to the private state directory before
+//! each use) with the interpreter of the configured `cgc`, on the flight's
+//! changed paths. Its API probe runs once per configuration; a failed probe,
+//! a whole-workspace flight, too many files, or a driver that says it cannot
+//! apply the change runs `reconcile` instead, and says so (the `Strategy`
+//! report). After a driver run that may have left the graph partial
+//! (failed, out of time, stopped) the next sync reconciles.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use actix::prelude::*;
-use cgc_fresh_core::config::Settings;
+use cgc_fresh_core::config::{Settings, SyncStrategy};
 use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
-    classify_sync_exit, is_index_skip_line, list_argv, listing_mentions_workspace, sync_argv,
-    SyncRunFacts,
+    classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
+    is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
+    sync_argv, DriverResult, DriverVerdict, SyncRun, SyncRunFacts,
 };
 
 use crate::process::busy::find_lock_holder;
@@ -29,7 +39,19 @@ use crate::supervisor::{ChildEvent, InterruptChild, RootSupervisor, SpawnChild, 
 pub struct RunSync {
     pub flight: FlightId,
     pub session: Option<SessionKey>,
+    /// The workspace-relative paths the flight covers; `None` for the whole
+    /// workspace. A plain list: whoever knows of more changed files (a
+    /// manifest diff) may add them.
+    pub paths: Option<Vec<String>>,
 }
+
+/// The driver, shipped inside the binary.
+pub const INCREMENTAL_DRIVER: &str = include_str!("../../driver/incremental.py");
+/// Its file name in the state directory.
+pub const DRIVER_FILE: &str = "incremental-driver.py";
+/// Overrides the interpreter the driver runs with (otherwise `cgc`'s own,
+/// read from its `#!` line).
+pub const DRIVER_PYTHON_ENV: &str = "CGC_FRESH_DRIVER_PYTHON";
 
 /// Stop a running sync (its session ended); it reports `Cancelled`.
 #[derive(Message, Debug)]
@@ -64,6 +86,9 @@ pub enum SyncEvent {
     Declined { reason: String },
     /// The sync process exists now.
     Spawned { pid: u32 },
+    /// What the sync runs, and why when it is not the configured strategy
+    /// (sent before `Finished`, for the status `detail`).
+    Strategy { note: String, fallback: bool },
     /// It ended (or could not start) with this outcome.
     Finished(SyncOutcome),
 }
@@ -74,8 +99,43 @@ enum Phase {
         child: Option<u64>,
         lines: Vec<String>,
     },
+    /// The incremental driver's API probe is running.
+    Probing {
+        child: Option<u64>,
+        result: Option<DriverResult>,
+    },
     /// The sync itself is running.
     Syncing { child: Option<u64> },
+}
+
+impl Phase {
+    fn child(&self) -> Option<u64> {
+        match self {
+            Phase::Listing { child, .. }
+            | Phase::Probing { child, .. }
+            | Phase::Syncing { child } => *child,
+        }
+    }
+
+    fn set_child(&mut self, id: u64) {
+        match self {
+            Phase::Listing { child, .. }
+            | Phase::Probing { child, .. }
+            | Phase::Syncing { child } => *child = Some(id),
+        }
+    }
+}
+
+/// What the `Syncing` phase runs.
+#[derive(Debug, Clone)]
+enum Active {
+    Driver {
+        paths: Vec<String>,
+        result: Option<DriverResult>,
+    },
+    Command {
+        strategy: SyncStrategy,
+    },
 }
 
 /// How the runner asked its child to end before it exited by itself.
@@ -93,6 +153,10 @@ enum EndRequest {
 struct Run {
     flight: FlightId,
     session: Option<SessionKey>,
+    /// The changed paths (`None`: the whole workspace).
+    paths: Option<Vec<String>>,
+    /// What the sync phase runs (set when it starts).
+    active: Option<Active>,
     phase: Phase,
     facts: SyncRunFacts,
     /// What was asked of the child so far (sent once its id is known).
@@ -114,6 +178,13 @@ pub struct SyncRunner {
     /// (asked at most once per session, as the consent rule says).
     known_unindexed: BTreeSet<Option<SessionKey>>,
     known_indexed: bool,
+    /// The driver's API probe answer for the current settings.
+    probe: Option<Result<(), String>>,
+    /// Set after a driver run that may have left the graph partial: the
+    /// next sync reconciles.
+    must_reconcile: Option<String>,
+    /// Where the driver is written before use.
+    driver_path: PathBuf,
 }
 
 impl SyncRunner {
@@ -124,7 +195,12 @@ impl SyncRunner {
         report_to: Recipient<SyncReport>,
     ) -> Self {
         let home = crate::paths::home_dir();
+        let state_dir = crate::paths::state_root(&crate::paths::ProcessEnv)
+            .join(crate::paths::workspace_id(&workspace));
         SyncRunner {
+            driver_path: state_dir.join(DRIVER_FILE),
+            probe: None,
+            must_reconcile: None,
             workspace,
             home,
             settings,
@@ -151,6 +227,17 @@ impl SyncRunner {
     }
 
     fn spawn(&mut self, argv: Vec<String>, kind: ChildKind, ctx: &mut Context<Self>) {
+        let program = PathBuf::from(&self.settings.cgc.executable);
+        self.spawn_program(program, argv, kind, ctx);
+    }
+
+    fn spawn_program(
+        &mut self,
+        program: PathBuf,
+        argv: Vec<String>,
+        kind: ChildKind,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(run) = self.run.as_ref() else { return };
         let flight = run.flight;
         let mut env_set = vec![];
@@ -159,7 +246,7 @@ impl SyncRunner {
             env_set.push(("ENABLE_AUTO_WATCH".to_string(), "false".to_string()));
         }
         let request = self.supervisor.send(SpawnChild {
-            program: PathBuf::from(&self.settings.cgc.executable),
+            program,
             args: argv,
             env_set,
             kind,
@@ -172,11 +259,7 @@ impl SyncRunner {
             };
             match result {
                 Ok(Ok(started)) => {
-                    match &mut run.phase {
-                        Phase::Listing { child, .. } | Phase::Syncing { child } => {
-                            *child = Some(started.id)
-                        }
-                    }
+                    run.phase.set_child(started.id);
                     if let Some(request) = run.end_requested {
                         // Asked to end (ready line seen, cancelled, out
                         // of time) before we knew the child's id.
@@ -225,14 +308,165 @@ impl SyncRunner {
     }
 
     fn start_sync(&mut self, ctx: &mut Context<Self>) {
-        let argv = sync_argv(
+        let Some(run) = self.run.as_ref() else { return };
+        let plan = plan_sync(
             &self.settings.cgc.sync_strategy,
-            &self.settings.cgc.global_args,
+            run.paths.as_deref(),
+            self.must_reconcile.as_deref(),
         );
-        if let Some(run) = self.run.as_mut() {
-            run.phase = Phase::Syncing { child: None };
+        match plan {
+            SyncRun::Command {
+                strategy,
+                fallback_reason,
+            } => self.start_command(strategy, fallback_reason, ctx),
+            SyncRun::Incremental { paths } => match self.probe.clone() {
+                Some(Ok(())) => self.start_driver(paths, ctx),
+                Some(Err(reason)) => self.start_command(
+                    SyncStrategy::Reconcile,
+                    Some(format!("the incremental driver is unavailable: {reason}")),
+                    ctx,
+                ),
+                None => self.start_probe(ctx),
+            },
         }
+    }
+
+    /// Runs the strategy's `cgc` command; `fallback` says why it replaces
+    /// the configured `incremental`.
+    fn start_command(
+        &mut self,
+        strategy: SyncStrategy,
+        fallback: Option<String>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(run) = self.run.as_mut() else { return };
+        let flight = run.flight;
+        run.phase = Phase::Syncing { child: None };
+        run.active = Some(Active::Command {
+            strategy: strategy.clone(),
+        });
+        run.facts = SyncRunFacts::default();
+        run.end_requested = None;
+        let note = match &fallback {
+            Some(reason) => format!("sync strategy {strategy} (instead of incremental: {reason})"),
+            None => format!("sync strategy {strategy}"),
+        };
+        if fallback.is_some() {
+            tracing::warn!(event = "sync_strategy_fallback", flight = flight.0, strategy = %strategy, reason = fallback.as_deref());
+        } else {
+            tracing::info!(event = "sync_strategy", flight = flight.0, strategy = %strategy);
+        }
+        self.report(
+            flight,
+            SyncEvent::Strategy {
+                note,
+                fallback: fallback.is_some(),
+            },
+        );
+        let argv = sync_argv(&strategy, &self.settings.cgc.global_args);
         self.spawn(argv, ChildKind::Sync, ctx);
+    }
+
+    /// The interpreter of the configured `cgc` (or the override), and the
+    /// driver written to the private state directory.
+    fn driver_command(&self) -> Result<(PathBuf, Vec<String>), String> {
+        let (program, mut args) = match std::env::var(DRIVER_PYTHON_ENV) {
+            Ok(python) if !python.is_empty() => (python, Vec::new()),
+            _ => {
+                let cgc = resolve_program(&self.settings.cgc.executable)
+                    .ok_or_else(|| format!("{} not found", self.settings.cgc.executable))?;
+                let first = first_line(&cgc)
+                    .map_err(|error| format!("cannot read {}: {error}", cgc.display()))?;
+                interpreter_from_shebang(&first).ok_or_else(|| {
+                    format!(
+                        "{} is not a script with a #! line naming its Python",
+                        cgc.display()
+                    )
+                })?
+            }
+        };
+        crate::paths::ensure_private_dir(self.driver_path.parent().unwrap_or(Path::new(".")))
+            .map_err(|error| format!("state directory: {error}"))?;
+        crate::atomic_file::write_atomically(&self.driver_path, INCREMENTAL_DRIVER.as_bytes())
+            .map_err(|error| {
+                format!(
+                    "cannot write the driver to {}: {error}",
+                    self.driver_path.display()
+                )
+            })?;
+        args.push(self.driver_path.display().to_string());
+        Ok((PathBuf::from(program), args))
+    }
+
+    fn start_probe(&mut self, ctx: &mut Context<Self>) {
+        let (program, mut argv) = match self.driver_command() {
+            Ok(command) => command,
+            Err(reason) => {
+                self.probe = Some(Err(reason.clone()));
+                self.start_command(
+                    SyncStrategy::Reconcile,
+                    Some(format!("the incremental driver is unavailable: {reason}")),
+                    ctx,
+                );
+                return;
+            }
+        };
+        let Some(script) = argv.pop() else { return };
+        argv.extend(driver_argv(&script, &self.settings.cgc.global_args, None));
+        if let Some(run) = self.run.as_mut() {
+            run.phase = Phase::Probing {
+                child: None,
+                result: None,
+            };
+            run.facts = SyncRunFacts::default();
+            run.end_requested = None;
+        }
+        tracing::info!(event = "driver_probe", program = %program.display());
+        self.spawn_program(program, argv, ChildKind::Probe, ctx);
+    }
+
+    fn start_driver(&mut self, paths: Vec<String>, ctx: &mut Context<Self>) {
+        let (program, mut argv) = match self.driver_command() {
+            Ok(command) => command,
+            Err(reason) => {
+                self.start_command(
+                    SyncStrategy::Reconcile,
+                    Some(format!("the incremental driver is unavailable: {reason}")),
+                    ctx,
+                );
+                return;
+            }
+        };
+        let Some(run) = self.run.as_mut() else { return };
+        let flight = run.flight;
+        let Some(script) = argv.pop() else { return };
+        argv.extend(driver_argv(
+            &script,
+            &self.settings.cgc.global_args,
+            Some(&paths),
+        ));
+        run.phase = Phase::Syncing { child: None };
+        run.facts = SyncRunFacts::default();
+        run.end_requested = None;
+        let count = paths.len();
+        run.active = Some(Active::Driver {
+            paths,
+            result: None,
+        });
+        tracing::info!(
+            event = "sync_strategy",
+            flight = flight.0,
+            strategy = "incremental",
+            files = count
+        );
+        self.report(
+            flight,
+            SyncEvent::Strategy {
+                note: format!("sync strategy incremental ({count} changed file(s))"),
+                fallback: false,
+            },
+        );
+        self.spawn_program(program, argv, ChildKind::Sync, ctx);
     }
 
     fn timed_out(&mut self, flight: FlightId) {
@@ -240,9 +474,7 @@ impl SyncRunner {
             return;
         };
         run.timer = None;
-        let child = match &run.phase {
-            Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
-        };
+        let child = run.phase.child();
         tracing::warn!(event = "sync_timeout", flight = flight.0, child);
         run.facts.timed_out = true;
         self.request_end(EndRequest::Stop("time budget exhausted"));
@@ -260,10 +492,7 @@ impl SyncRunner {
             _ => {}
         }
         run.end_requested = Some(request);
-        let child = match &run.phase {
-            Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
-        };
-        if let Some(id) = child {
+        if let Some(id) = run.phase.child() {
             send_end(&self.supervisor, id, request);
         }
     }
@@ -344,8 +573,52 @@ impl SyncRunner {
                     );
                 }
             }
+            Phase::Probing { ref result, .. } => {
+                if run.facts.cancelled {
+                    self.report(run.flight, SyncEvent::Finished(SyncOutcome::Cancelled));
+                    return;
+                }
+                let answer = match (result, code) {
+                    (Some(r), Some(0)) if r.ok => Ok(()),
+                    (Some(r), _) if !r.missing.is_empty() => Err(format!(
+                        "CodeGraphContext lacks what it needs: {}",
+                        r.missing.join(", ")
+                    )),
+                    (Some(r), _) if r.error.is_some() => Err(r.error.clone().unwrap_or_default()),
+                    _ if run.facts.timed_out => Err(format!(
+                        "its API probe gave no answer within {} ms",
+                        self.settings.cgc.timeout_ms
+                    )),
+                    _ => Err(format!(
+                        "its API probe ended with {}{}",
+                        match (code, signal) {
+                            (Some(code), _) => format!("exit code {code}"),
+                            (None, Some(signal)) => format!("signal {signal}"),
+                            (None, None) => "no status".to_string(),
+                        },
+                        last_line(&tail)
+                    )),
+                };
+                tracing::info!(
+                    event = "driver_probe_result",
+                    ok = answer.is_ok(),
+                    reason = answer.as_ref().err()
+                );
+                self.probe = Some(answer.clone());
+                let paths = run.paths.clone().unwrap_or_default();
+                self.run = Some(run);
+                match answer {
+                    Ok(()) => self.start_driver(paths, ctx),
+                    Err(reason) => self.start_command(
+                        SyncStrategy::Reconcile,
+                        Some(format!("the incremental driver is unavailable: {reason}")),
+                        ctx,
+                    ),
+                }
+            }
             Phase::Syncing { .. } => {
                 if !run.spawned_reported {
+                    run.spawned_reported = true;
                     self.report(run.flight, SyncEvent::Spawned { pid: pid as u32 });
                 }
                 run.facts.exit_code = code;
@@ -358,11 +631,91 @@ impl SyncRunner {
                     run.facts.lock_holder = self.lock_holder();
                 }
                 run.facts.output_tail = tail;
-                let outcome = classify_sync_exit(&self.settings.cgc.sync_strategy, &run.facts);
-                self.report(run.flight, SyncEvent::Finished(outcome));
+                match run.active.clone() {
+                    Some(Active::Driver { paths, result }) => {
+                        match classify_driver_exit(&paths, result.as_ref(), &run.facts) {
+                            DriverVerdict::Fallback { reason } => {
+                                self.run = Some(run);
+                                self.start_command(SyncStrategy::Reconcile, Some(reason), ctx);
+                            }
+                            DriverVerdict::Outcome(outcome) => {
+                                match &outcome {
+                                    SyncOutcome::Succeeded => {
+                                        self.must_reconcile = None;
+                                        tracing::info!(
+                                            event = "incremental_applied",
+                                            flight = run.flight.0,
+                                            files = paths.len(),
+                                            relinked = result.as_ref().and_then(|r| r.relinked),
+                                            timings = ?result.as_ref().map(|r| &r.timings)
+                                        );
+                                    }
+                                    SyncOutcome::Busy { .. } | SyncOutcome::NotApplied { .. } => {}
+                                    SyncOutcome::Failed { error }
+                                    | SyncOutcome::TimedOut { error } => {
+                                        self.must_reconcile = Some(format!(
+                                            "the last incremental sync did not finish ({error})"
+                                        ));
+                                    }
+                                    SyncOutcome::Cancelled => {
+                                        self.must_reconcile = Some(
+                                            "the last incremental sync was stopped before it finished"
+                                                .into(),
+                                        );
+                                    }
+                                }
+                                self.report(run.flight, SyncEvent::Finished(outcome));
+                            }
+                        }
+                    }
+                    Some(Active::Command { strategy }) => {
+                        let outcome = classify_sync_exit(&strategy, &run.facts);
+                        if outcome == SyncOutcome::Succeeded
+                            && matches!(strategy, SyncStrategy::Reconcile | SyncStrategy::Update)
+                        {
+                            self.must_reconcile = None;
+                        }
+                        self.report(run.flight, SyncEvent::Finished(outcome));
+                    }
+                    None => {
+                        let outcome =
+                            classify_sync_exit(&self.settings.cgc.sync_strategy, &run.facts);
+                        self.report(run.flight, SyncEvent::Finished(outcome));
+                    }
+                }
             }
         }
     }
+}
+
+/// ` (last output: …)` for a message, or nothing.
+fn last_line(tail: &str) -> String {
+    match tail.lines().rev().find(|line| !line.trim().is_empty()) {
+        Some(line) => format!(" (last output: {})", line.trim()),
+        None => String::new(),
+    }
+}
+
+/// `name` as the spawner finds it: a path when it has a slash, else the
+/// first match on `PATH`.
+fn resolve_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The first line of a file (at most 512 bytes of it).
+fn first_line(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut head = [0u8; 512];
+    let mut file = std::fs::File::open(path)?;
+    let n = file.read(&mut head)?;
+    let text = String::from_utf8_lossy(&head[..n]);
+    Ok(text.lines().next().unwrap_or_default().to_string())
 }
 
 fn declined_reason(workspace: &Path) -> String {
@@ -402,6 +755,8 @@ impl Handler<RunSync> for SyncRunner {
         let run = Run {
             flight: msg.flight,
             session: msg.session.clone(),
+            paths: msg.paths.clone(),
+            active: None,
             phase: Phase::Syncing { child: None },
             facts: SyncRunFacts::default(),
             end_requested: None,
@@ -454,9 +809,7 @@ impl Handler<ChildEvent> for SyncRunner {
         match msg {
             ChildEvent::Line { id, text, .. } => {
                 let Some(run) = self.run.as_mut() else { return };
-                let current = match &run.phase {
-                    Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
-                };
+                let current = run.phase.child();
                 if current.is_some_and(|c| c != id) {
                     return;
                 }
@@ -466,14 +819,31 @@ impl Handler<ChildEvent> for SyncRunner {
                             lines.push(text);
                         }
                     }
+                    Phase::Probing { result, .. } => {
+                        if let Some(parsed) = parse_driver_result(&text) {
+                            *result = Some(parsed);
+                        }
+                    }
                     Phase::Syncing { .. } => {
+                        if let Some(Active::Driver { result, .. }) = &mut run.active {
+                            if let Some(parsed) = parse_driver_result(&text) {
+                                *result = Some(parsed);
+                                return;
+                            }
+                        }
                         if output_has_lock_error(&text) {
                             run.facts.lock_error = true;
                         }
                         if is_index_skip_line(&text) {
                             run.facts.skipped_indexed = true;
                         }
-                        if is_watch_ready_line(&text) && !run.facts.saw_ready {
+                        let reconciling = matches!(
+                            &run.active,
+                            Some(Active::Command {
+                                strategy: SyncStrategy::Reconcile
+                            }) | None
+                        );
+                        if reconciling && is_watch_ready_line(&text) && !run.facts.saw_ready {
                             run.facts.saw_ready = true;
                             // Reconciled: one SIGINT stops it cleanly (a
                             // second would make it exit 130 mid-stop). If
@@ -490,9 +860,7 @@ impl Handler<ChildEvent> for SyncRunner {
                 output_tail,
                 during_shutdown,
             } => {
-                let current = self.run.as_ref().and_then(|run| match &run.phase {
-                    Phase::Listing { child, .. } | Phase::Syncing { child } => *child,
-                });
+                let current = self.run.as_ref().and_then(|run| run.phase.child());
                 // Only one child of ours runs at a time; `None` means its
                 // spawn reply is not processed yet, and this is its exit.
                 if current.is_some_and(|c| c != id) {
@@ -515,6 +883,10 @@ impl Handler<ChildEvent> for SyncRunner {
 impl Handler<UseSettings> for SyncRunner {
     type Result = ();
     fn handle(&mut self, msg: UseSettings, _: &mut Self::Context) {
+        if msg.0.cgc != self.settings.cgc {
+            // Another `cgc` (or other root options): probe its API again.
+            self.probe = None;
+        }
         self.settings = msg.0;
     }
 }

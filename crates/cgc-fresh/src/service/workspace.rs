@@ -75,6 +75,9 @@ pub struct WorkspaceActor {
     /// Why the configured `cgc` cannot be run, while that is so: shown in
     /// every state frame so a person learns it before the first edit.
     cgc_missing: Option<String>,
+    /// Which sync strategy the last sync ran, and why when it fell back
+    /// (from the runner; shown in the state's `detail`).
+    sync_note: Option<String>,
     /// One watch per process that owns a live lifetime (`owner_pid`).
     owner_watches: HashMap<u32, tokio::task::JoinHandle<()>>,
     /// Owners of lifetimes opened by the last input, watched after it.
@@ -181,6 +184,7 @@ impl WorkspaceActor {
             last_transition: None,
             clients: 0,
             cgc_missing: None,
+            sync_note: None,
             owner_watches: HashMap::new(),
             owners_to_watch: Vec::new(),
             idle_timer: None,
@@ -197,6 +201,12 @@ impl WorkspaceActor {
 
     fn state_frame(&self) -> StateFrame {
         let mut frame = self.machine.state_frame();
+        if let Some(note) = &self.sync_note {
+            frame.detail = Some(match frame.detail.take() {
+                Some(detail) => format!("{detail}; {note}"),
+                None => note.clone(),
+            });
+        }
         frame.backend = self.backend.as_ref().map(BackendAnswer::facts);
         if let Some(failure) = self.store.failure() {
             if frame.last_error.is_none() {
@@ -306,7 +316,12 @@ impl WorkspaceActor {
                 self.snapshots_to_take
                     .push((flight, manifest::walk_start_ns()));
                 if let Some(runner) = &self.runner {
-                    runner.do_send(RunSync { flight, session });
+                    let paths = self.machine.flight_paths(flight);
+                    runner.do_send(RunSync {
+                        flight,
+                        session,
+                        paths,
+                    });
                 }
             }
             Effect::ProbeWorkspace { probe } => {
@@ -981,6 +996,17 @@ impl Handler<SyncReport> for WorkspaceActor {
             SyncEvent::Declined { reason } => Input::SyncDeclined { flight, reason },
             SyncEvent::Spawned { pid } => Input::SyncSpawned { flight, pid },
             SyncEvent::Finished(outcome) => Input::SyncFinished { flight, outcome },
+            SyncEvent::Strategy { note, fallback } => {
+                if fallback {
+                    tracing::warn!(event = "sync_fallback", flight = flight.0, detail = %note);
+                }
+                // Which strategy runs, and why when it is a fallback: shown
+                // in the state's `detail` until the next sync says otherwise.
+                self.sync_note = Some(note);
+                self.state_dirty = true;
+                self.schedule_state_flush(ctx);
+                return;
+            }
         };
         self.apply(input, ctx);
     }

@@ -1,0 +1,836 @@
+"""cgc-fresh incremental driver: apply CodeGraphContext's own incremental
+update to exactly the given changed files, so that the graph equals a
+from-scratch index of the same tree.
+
+Run with the interpreter of the configured `cgc` (the service finds it from
+`cgc`'s shebang), with cwd = the workspace root:
+
+    python incremental.py [ROOT OPTIONS] --probe
+    python incremental.py [ROOT OPTIONS] apply -- REL_PATH...
+
+ROOT OPTIONS are CGC's root options (`--db/--database NAME`,
+`--db-path/--path PATH`), taken as `cgc` takes them. Every REL_PATH is a
+changed path relative to the workspace (added, modified or deleted: the disk
+and the graph say which).
+
+The recipe (CodeGraphContext's per-file watcher path, applied path by path,
+is not exact; this is):
+
+1. Without the database: discover the tree as `cgc index` does, pre-scan
+   imports, parse every file (sorted by path) and resolve calls and
+   inheritance over the whole tree.
+2. Open the database the way the CLI does. Read the link edges stored for
+   the repository. The files to re-link are the changed files, the files
+   with a stored link edge into a changed file, the files whose new rows
+   point at a changed file, and the files whose new rows differ from their
+   stored edges (a call or base resolved elsewhere now).
+3. Delete the link edges of those files and of the changed files
+   explicitly (Kùzu can leave a phantom edge behind `DETACH DELETE`), delete
+   the changed files' nodes, write the changed files' nodes in path order,
+   write the selected files' link rows (inheritance-type edges first, then
+   calls), reset shared Module metadata from the first importer in path
+   order, purge dangling pathless nodes.
+
+Output: one line `CGC_FRESH_RESULT {json}` on stdout, last.
+Exit codes: 0 applied everything; 1 failed (the graph may be partial);
+3 cannot apply incrementally, nothing was written (the caller runs a full
+reconcile instead); 130/143 interrupted by SIGINT/SIGTERM.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+RESULT_PREFIX = "CGC_FRESH_RESULT "
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNSUPPORTED = 3
+PROTOCOL = 1
+
+# Link relationships: created by the post-pass over all parsed files, never
+# by the per-file node write. A changed file's nodes take these with them.
+LINK_TYPES = (
+    "CALLS",
+    "HEURISTIC_CALLS",
+    "INHERITS",
+    "IMPLEMENTS",
+    "EMBEDS",
+    "COMPANION_OF",
+    "PARTIAL_OF",
+    "PART_OF",
+    "METACLASS",
+    "DECORATED_BY",
+    "BINDS",
+    "PREVIEWS",
+)
+
+# What the recipe needs from CodeGraphContext (private API, 0.6.x).
+REQUIRED_API = (
+    ("codegraphcontext.cli.main", ("_load_credentials",)),
+    ("codegraphcontext.cli.cli_helpers", ("_initialize_services",)),
+    ("codegraphcontext.cli.config_manager", ("resolve_context", "get_config_value")),
+    (
+        "codegraphcontext.tools.graph_builder",
+        ("GraphBuilder",),
+    ),
+    ("codegraphcontext.tools.indexing.discovery", ("discover_files_to_index",)),
+    (
+        "codegraphcontext.tools.indexing.resolution.calls",
+        ("build_function_call_groups",),
+    ),
+    (
+        "codegraphcontext.tools.indexing.resolution.inheritance",
+        (
+            "build_inheritance_and_csharp_files",
+            "build_go_implements_links",
+            "build_haskell_implements_links",
+            "build_elixir_implements_links",
+            "build_embeds_links",
+            "build_companion_of_links",
+            "build_partial_of_links",
+            "build_part_of_links",
+            "build_metaclass_links",
+            "build_decorated_by_links",
+            "build_binds_links",
+            "build_previews_links",
+        ),
+    ),
+    (
+        "codegraphcontext.tools.indexing.persistence.writer",
+        ("GraphWriter", "sort_import_rows_for_metadata"),
+    ),
+)
+
+GRAPH_BUILDER_METHODS = (
+    "parse_file",
+    "pre_scan_imports",
+    "get_parser",
+    "create_schema",
+    "delete_file_from_graph",
+    "add_file_to_graph",
+    "add_minimal_file_node",
+    "get_repo_file_paths",
+)
+WRITER_METHODS = (
+    "write_inheritance_links",
+    "write_implements_links",
+    "write_embeds_links",
+    "write_companion_of_links",
+    "write_partial_of_links",
+    "write_part_of_links",
+    "write_metaclass_links",
+    "write_decorated_by_links",
+    "write_binds_links",
+    "write_previews_links",
+    "write_function_call_groups",
+    "write_cpp_class_function_links",
+    "_purge_dangling_pathless_nodes",
+)
+
+# Settings under which `cgc index` runs passes this driver does not replay.
+UNSUPPORTED_SETTINGS = ("SCIP_INDEXER", "ENABLE_VECTOR_RESOLVE", "ENABLE_INHERIT_RESOLVE")
+# Changed files whose effect lives in whole-repository passes of `cgc index`
+# (Spring, ORM, MyBatis, Maven, Gradle) that this driver does not replay.
+UNSUPPORTED_SUFFIXES = (".java", ".xml", ".gradle", ".kts")
+
+
+class Interrupted(Exception):
+    def __init__(self, signum):
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+
+
+class Unsupported(Exception):
+    """Cannot apply incrementally; nothing was written."""
+
+
+def _on_signal(signum, _frame):
+    raise Interrupted(signum)
+
+
+REAL_STDOUT = None
+
+
+def emit(result):
+    line = RESULT_PREFIX + json.dumps(result, sort_keys=True) + "\n"
+    os.write(REAL_STDOUT, line.encode("utf-8"))
+
+
+def parse_argv(argv):
+    """CGC's root options, then `--probe` or `apply -- PATH...`."""
+    opts = {"db": None, "db_path": None, "probe": False, "paths": None}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("--db", "--database", "-db") and i + 1 < len(argv):
+            opts["db"] = argv[i + 1]
+            i += 2
+        elif arg.startswith("--db=") or arg.startswith("--database="):
+            opts["db"] = arg.split("=", 1)[1]
+            i += 1
+        elif arg in ("--db-path", "--path") and i + 1 < len(argv):
+            opts["db_path"] = argv[i + 1]
+            i += 2
+        elif arg.startswith("--db-path=") or arg.startswith("--path="):
+            opts["db_path"] = arg.split("=", 1)[1]
+            i += 1
+        elif arg == "--probe":
+            opts["probe"] = True
+            i += 1
+        elif arg == "apply":
+            rest = argv[i + 1 :]
+            if rest[:1] == ["--"]:
+                rest = rest[1:]
+            opts["paths"] = list(rest)
+            return opts
+        else:
+            raise Unsupported(f"unsupported argument for the incremental driver: {arg!r}")
+    return opts
+
+
+def probe_api():
+    """Imports what the recipe uses and checks every function is there.
+    Returns (missing, modules)."""
+    import importlib
+
+    missing = []
+    modules = {}
+    for module_name, names in REQUIRED_API:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - any import failure is "missing"
+            missing.append(f"{module_name} ({type(exc).__name__}: {exc})")
+            continue
+        modules[module_name] = module
+        for name in names:
+            if not callable(getattr(module, name, None)):
+                missing.append(f"{module_name}.{name}")
+    gb_module = modules.get("codegraphcontext.tools.graph_builder")
+    if gb_module is not None and hasattr(gb_module, "GraphBuilder"):
+        for name in GRAPH_BUILDER_METHODS:
+            if not callable(getattr(gb_module.GraphBuilder, name, None)):
+                missing.append(f"GraphBuilder.{name}")
+    writer_module = modules.get("codegraphcontext.tools.indexing.persistence.writer")
+    if writer_module is not None and hasattr(writer_module, "GraphWriter"):
+        for name in WRITER_METHODS:
+            if not callable(getattr(writer_module.GraphWriter, name, None)):
+                missing.append(f"GraphWriter.{name}")
+    return missing, modules
+
+
+def cgc_version():
+    try:
+        from importlib.metadata import version
+
+        return version("codegraphcontext")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# ---------------------------------------------------------------- signatures
+
+
+def _norm_float(value):
+    try:
+        return round(float(value), 6)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _norm_int(value, default=0):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value or default)
+    except (TypeError, ValueError):
+        return default
+
+
+def call_signature(row, caller_is_file, base):
+    """What the writer stores for one CALLS row, as a comparable tuple
+    (mirrors `GraphWriter.write_function_call_groups`' sanitisation)."""
+    tier = row.get("resolution_tier")
+    tier = -1 if tier is None else tier
+    try:
+        tier_int = int(tier)
+    except (TypeError, ValueError):
+        tier_int = -1
+    rel = "HEURISTIC_CALLS" if tier_int >= 8 else "CALLS"
+    raw_args = row.get("args") or []
+    args_key = json.dumps(raw_args, sort_keys=False) if isinstance(raw_args, list) else str(raw_args)
+    caller_path = row.get("caller_file_path")
+    return (
+        rel,
+        None if caller_is_file else row.get("caller_name"),
+        None if caller_is_file else _norm_int(row.get("caller_line_number")),
+        row.get("called_name"),
+        row.get("called_file_path"),
+        _norm_int(row.get("line_number")),
+        row.get("full_call_name"),
+        args_key,
+        _norm_float(row.get("confidence") if row.get("confidence") is not None else 0.0),
+        _norm_int(tier, -1),
+        row.get("confidence_label") if row.get("confidence_label") is not None else "EXTRACTED",
+    ), caller_path
+
+
+def generic_signature(rel, src_path, src_name, dst_name, dst_path, extra=None):
+    return (rel, src_name, None, dst_name, dst_path, extra, None, None, None, None, None), src_path
+
+
+def row_signatures(links):
+    """{source path: set of signatures} for all link rows of the tree."""
+    out = {}
+
+    def add(sig_and_src):
+        sig, src = sig_and_src
+        if src:
+            out.setdefault(src, set()).add(sig)
+
+    calls = links["calls"]
+    for index, group in enumerate(calls):
+        caller_is_file = 4 <= index <= 7
+        for row in group:
+            if not isinstance(row, dict) or not row.get("caller_file_path") or not row.get("called_name"):
+                continue
+            if row.get("called_line_number") is False or row.get("called_context") is False:
+                continue
+            add(call_signature(row, caller_is_file, None))
+    for row in links["inheritance"]:
+        parent_path = row.get("resolved_parent_file_path")
+        if parent_path == "__external__":
+            add(generic_signature("INHERITS", row.get("path"), row.get("child_name"), row.get("parent_name"), None,
+                                  row.get("confidence_label") or "INFERRED"))
+        else:
+            add(generic_signature("INHERITS", row.get("path"), row.get("child_name"), row.get("parent_name"),
+                                  parent_path, row.get("confidence_label") or "EXTRACTED"))
+    for rel, key in (("IMPLEMENTS", "implements"), ("PARTIAL_OF", "partial_of")):
+        for row in links[key]:
+            add(generic_signature(rel, row.get("path"), row.get("child_name"), row.get("parent_name"),
+                                  row.get("resolved_parent_file_path"), row.get("confidence_label", "INFERRED")))
+    for row in links["metaclass"]:
+        add(generic_signature("METACLASS", row.get("path"), row.get("child_name"), row.get("parent_name"),
+                              row.get("resolved_parent_file_path"),
+                              (row.get("line_number", 0), row.get("confidence_label", "EXTRACTED"))))
+    for row in links["embeds"]:
+        add(generic_signature("EMBEDS", row.get("path"), row.get("child_name"), row.get("parent_name"),
+                              row.get("resolved_parent_file_path"), row.get("line_number", 0)))
+    for row in links["part_of"]:
+        child, parent = row.get("child_path"), row.get("parent_path")
+        add(generic_signature("PART_OF", child, os.path.basename(child or ""), os.path.basename(parent or ""),
+                              parent))
+    for row in links["decorated_by"]:
+        add(generic_signature("DECORATED_BY", row.get("decorated_path"), row.get("decorated_name"),
+                              row.get("decorator_name"), row.get("decorator_path"),
+                              row.get("line_number", row.get("decorated_line"))))
+    for row in links["previews"]:
+        add(generic_signature("PREVIEWS", row.get("preview_path"), row.get("preview_name"),
+                              row.get("composable_name"), row.get("composable_path"),
+                              row.get("line_number", row.get("preview_line"))))
+    for row in links["binds"]:
+        add(generic_signature("BINDS", row.get("source_path"), row.get("source_name"), row.get("target_name"),
+                              row.get("target_path"),
+                              (row.get("line_number"), row.get("provider"), row.get("confidence_label") or "EXTRACTED")))
+    for row in links["companion_of"]:
+        add(generic_signature("COMPANION_OF", row.get("companion_path"), row.get("companion_name"),
+                              row.get("owner_name"), row.get("owner_path")))
+    return out
+
+
+def row_targets(links):
+    """(source path, target path) pairs of all link rows."""
+    pairs = set()
+    for group in links["calls"]:
+        for row in group:
+            if isinstance(row, dict):
+                pairs.add((row.get("caller_file_path"), row.get("called_file_path")))
+    for key in ("inheritance", "implements", "partial_of", "metaclass", "embeds"):
+        for row in links[key]:
+            pairs.add((row.get("path"), row.get("resolved_parent_file_path")))
+    for row in links["part_of"]:
+        pairs.add((row.get("child_path"), row.get("parent_path")))
+    for row in links["decorated_by"]:
+        pairs.add((row.get("decorated_path"), row.get("decorator_path")))
+    for row in links["previews"]:
+        pairs.add((row.get("preview_path"), row.get("composable_path")))
+    for row in links["binds"]:
+        pairs.add((row.get("source_path"), row.get("target_path")))
+    for row in links["companion_of"]:
+        pairs.add((row.get("companion_path"), row.get("owner_path")))
+    return pairs
+
+
+def row_source(key, row):
+    if key == "part_of":
+        return row.get("child_path")
+    if key == "decorated_by":
+        return row.get("decorated_path")
+    if key == "previews":
+        return row.get("preview_path")
+    if key == "binds":
+        return row.get("source_path")
+    if key == "companion_of":
+        return row.get("companion_path")
+    return row.get("path")
+
+
+# Per stored relationship type: the query returning comparable tuples.
+def stored_edge_queries():
+    calls_props = (
+        "r.line_number AS ln, r.full_call_name AS fcn, r.args_key AS ak, "
+        "r.confidence AS conf, r.resolution_tier AS tier, r.confidence_label AS cl"
+    )
+    queries = []
+    for rel in ("CALLS", "HEURISTIC_CALLS"):
+        queries.append(
+            (
+                rel,
+                "fn",
+                f"MATCH (a:Function)-[r:{rel}]->(b) WHERE a.path STARTS WITH $prefix "
+                f"RETURN a.path AS src, a.name AS sn, a.line_number AS sl, b.name AS dn, b.path AS dp, {calls_props}",
+            )
+        )
+        queries.append(
+            (
+                rel,
+                "file",
+                f"MATCH (a:File)-[r:{rel}]->(b) WHERE a.path STARTS WITH $prefix "
+                f"RETURN a.path AS src, b.name AS dn, b.path AS dp, {calls_props}",
+            )
+        )
+    simple = {
+        "INHERITS": "r.confidence_label AS x",
+        "IMPLEMENTS": "r.confidence_label AS x",
+        "PARTIAL_OF": "r.confidence_label AS x",
+        "METACLASS": "r.line_number AS x, r.confidence_label AS y",
+        "EMBEDS": "r.line_number AS x",
+        "PART_OF": None,
+        "DECORATED_BY": "r.line_number AS x",
+        "PREVIEWS": "r.line_number AS x",
+        "BINDS": "r.line_number AS x, r.provider AS y, r.confidence_label AS z",
+        "COMPANION_OF": None,
+    }
+    for rel, extra in simple.items():
+        returns = "a.path AS src, a.name AS sn, b.name AS dn, b.path AS dp"
+        if extra:
+            returns += ", " + extra
+        queries.append((rel, "generic", f"MATCH (a)-[r:{rel}]->(b) WHERE a.path STARTS WITH $prefix RETURN {returns}"))
+    return queries
+
+
+def stored_signature(rel, shape, rec):
+    if shape in ("fn", "file"):
+        return (
+            rel,
+            rec.get("sn") if shape == "fn" else None,
+            _norm_int(rec.get("sl")) if shape == "fn" else None,
+            rec.get("dn"),
+            rec.get("dp"),
+            _norm_int(rec.get("ln")),
+            rec.get("fcn"),
+            rec.get("ak"),
+            _norm_float(rec.get("conf")),
+            _norm_int(rec.get("tier"), -1),
+            rec.get("cl"),
+        )
+    if rel in ("METACLASS",):
+        extra = (rec.get("x"), rec.get("y"))
+    elif rel == "BINDS":
+        extra = (rec.get("x"), rec.get("y"), rec.get("z"))
+    elif rel in ("PART_OF", "COMPANION_OF"):
+        extra = None
+    else:
+        extra = rec.get("x")
+    return (rel, rec.get("sn"), None, rec.get("dn"), rec.get("dp"), extra, None, None, None, None, None)
+
+
+def _record_dict(record, keys):
+    out = {}
+    for key in keys:
+        try:
+            out[key] = record[key]
+        except Exception:  # noqa: BLE001 - a missing column is None
+            out[key] = None
+    return out
+
+
+def _is_binder_error(exc):
+    text = str(exc).lower()
+    return "binder" in text or "cannot find a valid label" in text or "does not exist" in text
+
+
+# -------------------------------------------------------------------- recipe
+
+
+def run_apply(opts, rel_paths, timings):
+    from pathlib import Path
+
+    from codegraphcontext.cli import main as cgc_main
+    from codegraphcontext.cli.cli_helpers import _initialize_services
+    from codegraphcontext.cli.config_manager import get_config_value, resolve_context
+    from codegraphcontext.tools.graph_builder import GraphBuilder
+    from codegraphcontext.tools.indexing.discovery import discover_files_to_index
+    from codegraphcontext.tools.indexing.persistence.writer import sort_import_rows_for_metadata
+    from codegraphcontext.tools.indexing.resolution import inheritance as inh
+    from codegraphcontext.tools.indexing.resolution.calls import build_function_call_groups
+
+    timings["imports_s"] = round(time.monotonic() - timings.pop("_t0"), 3)
+    t = time.monotonic()
+
+    repo = Path.cwd().resolve()
+    repo_posix = repo.as_posix()
+    prefix = repo_posix.rstrip("/") + "/"
+    cgc_main._load_credentials()
+
+    for key in UNSUPPORTED_SETTINGS:
+        if (get_config_value(key) or "false").lower() == "true":
+            raise Unsupported(f"{key}=true: `cgc index` runs a pass the incremental driver does not replay")
+    for rel in rel_paths:
+        if rel.endswith(UNSUPPORTED_SUFFIXES):
+            raise Unsupported(f"{rel}: a whole-repository pass of `cgc index` depends on it")
+
+    ctx = resolve_context(None, cwd=repo)
+
+    # ---- 1. Parse and resolve the whole tree, before the database is open.
+    class OfflineBuilder(GraphBuilder):
+        def create_schema(self, graph_name=None):
+            return None
+
+    class NoDatabase:
+        def get_driver(self, graph_name=None):
+            return None
+
+        def get_backend_type(self):
+            return "none"
+
+    offline = OfflineBuilder(NoDatabase(), None, None)
+    parsers = offline.parsers
+    files, _ = discover_files_to_index(repo, ctx.cgcignore_path, supported_extensions=set(parsers.keys()))
+    files = [f for f in files if f.is_file()]
+    imports_map = offline.pre_scan_imports(files)
+    timings["pre_scan_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+    parsed = {}
+    for f in sorted(files, key=lambda p: str(p)):
+        fd = offline.parse_file(repo, f, False)
+        parsed[Path(fd.get("path") or f).resolve().as_posix()] = (f, fd)
+    all_ok = sorted((fd for (_f, fd) in parsed.values() if "error" not in fd), key=lambda d: str(d.get("path") or ""))
+    timings["parse_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+
+    inheritance_batch, csharp_files = inh.build_inheritance_and_csharp_files(all_ok, imports_map)
+    implements_batch = inh.build_go_implements_links(all_ok)
+    implements_batch.extend(inh.build_haskell_implements_links(all_ok))
+    implements_batch.extend(inh.build_elixir_implements_links(all_ok))
+    links = {
+        "inheritance": inheritance_batch,
+        "implements": implements_batch,
+        "embeds": inh.build_embeds_links(all_ok),
+        "companion_of": inh.build_companion_of_links(all_ok),
+        "partial_of": inh.build_partial_of_links(all_ok),
+        "part_of": inh.build_part_of_links(all_ok),
+        "metaclass": inh.build_metaclass_links(all_ok, imports_map),
+        "decorated_by": inh.build_decorated_by_links(all_ok, imports_map),
+        "binds": inh.build_binds_links(all_ok, imports_map),
+        "previews": inh.build_previews_links(all_ok, imports_map),
+    }
+    links["calls"] = tuple(build_function_call_groups(all_ok, imports_map, None, diagnostics=[]))
+    expected = row_signatures(links)
+    targets = row_targets(links)
+    csharp_paths = {Path(fd["path"]).resolve().as_posix() for fd in csharp_files}
+    timings["resolve_s"] = round(time.monotonic() - t, 3)
+
+    # First importer of each shared Module, in path order (what a
+    # from-scratch index leaves in Module.full_import_name / lang).
+    module_first = {}
+    module_defined = set()
+    for fd in all_ok:
+        for item in fd.get("modules", []) or []:
+            module_defined.add(item.get("name"))
+        lang = fd.get("lang")
+        if lang in {"javascript", "typescript", "tsx"}:
+            continue
+        rows = []
+        for imp in fd.get("imports", []) or []:
+            if lang == "python" and imp.get("source"):
+                module_name = imp.get("source")
+            else:
+                module_name = imp.get("name") or imp.get("source") or imp.get("full_import_name")
+            if not module_name:
+                continue
+            rows.append(
+                {
+                    "name": module_name,
+                    "full_import_name": imp.get("full_import_name") or imp.get("source") or module_name,
+                    "imported_name": imp.get("imported_name") or imp.get("name") or module_name,
+                    "alias": imp.get("alias"),
+                    "line_number": imp.get("line_number") or 0,
+                    "lang": imp.get("lang") or lang,
+                }
+            )
+        for row in sort_import_rows_for_metadata(rows):
+            module_first.setdefault(row["name"], (row["full_import_name"], row["lang"]))
+
+    changed = []
+    for rel in rel_paths:
+        p = (repo / rel)
+        changed.append((rel, Path(os.path.abspath(p)).as_posix()))
+    changed_abs = {a for (_r, a) in changed}
+
+    # ---- 2. Open the database the way the CLI does.
+    t = time.monotonic()
+    db_manager, graph_builder, _finder, _ctx = _initialize_services(None, cwd=repo)
+    timings["db_open_s"] = round(time.monotonic() - t, 3)
+    try:
+        return apply_with_database(
+            repo, repo_posix, prefix, graph_builder, parsed, links, expected, targets, csharp_paths,
+            module_first, module_defined, imports_map, changed, changed_abs, timings,
+        )
+    finally:
+        try:
+            db_manager.close_driver()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, targets, csharp_paths,
+                        module_first, module_defined, imports_map, changed, changed_abs, timings):
+    from pathlib import Path
+
+    t = time.monotonic()
+    writer = gb._writer
+    driver = gb.driver
+
+    def read(query, keys, **params):
+        with driver.session() as session:
+            result = session.run(query, **params)
+            return [_record_dict(rec, keys) for rec in result]
+
+    def write(query, **params):
+        with driver.session() as session:
+            session.run(query, **params)
+
+    repo_rows = read("MATCH (r:Repository) WHERE r.path = $path RETURN r.path AS p", ["p"], path=repo_posix)
+    if not repo_rows:
+        raise Unsupported(f"{repo_posix} is not indexed (no Repository node): a full sync is needed")
+
+    stored_files = {p.replace("\\", "/") for p in gb.get_repo_file_paths(repo)}
+
+    # Stored link edges of the repository, as signatures per source file.
+    stored = {}
+    dependants = set()
+    for rel, shape, query in stored_edge_queries():
+        keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
+        try:
+            records = read(query, keys, prefix=prefix)
+        except Exception as exc:  # noqa: BLE001
+            if _is_binder_error(exc):
+                continue
+            raise
+        for rec in records:
+            src = rec.get("src")
+            stored.setdefault(src, set()).add(stored_signature(rel, shape, rec))
+            if rec.get("dp") in changed_abs and src not in changed_abs:
+                dependants.add(src)
+    # Edges into the changed files from outside the repository prefix are
+    # not ours to re-link; edges from inside were read above.
+
+    outcome = {}
+    to_write = []
+    to_delete = []
+    for rel, abs_path in changed:
+        entry = parsed.get(abs_path)
+        in_graph = abs_path in stored_files
+        if entry is not None:
+            fd = entry[1]
+            # As `cgc index` does: a parsed file gets its nodes, a generic
+            # or unparsable one a bare File node, one without a parser none.
+            if "error" not in fd or not fd.get("unsupported"):
+                to_write.append(abs_path)
+                outcome[rel] = "modified" if in_graph else "added"
+                continue
+            outcome[rel] = "deleted" if in_graph else "not_indexed"
+            if in_graph:
+                to_delete.append(abs_path)
+            continue
+        if in_graph:
+            to_delete.append(abs_path)
+            outcome[rel] = "deleted"
+        else:
+            outcome[rel] = "not_indexed"
+
+    written = set(to_write)
+    present_ok = {p for p, (_f, fd) in parsed.items() if "error" not in fd}
+    relink = set(p for p in written if p in present_ok)
+    relink |= {p for p in dependants if p in present_ok}
+    relink |= {src for (src, dst) in targets if dst in written and src in present_ok}
+    differing = set()
+    for path in present_ok:
+        if expected.get(path, set()) != stored.get(path, set()):
+            differing.add(path)
+    relink |= differing
+    relink |= {p for p in csharp_paths if p in present_ok}
+    timings["read_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+
+    # Old imports of the changed files (their Modules may need new metadata).
+    touched_modules = set()
+    for rec in read(
+        "MATCH (f:File)-[:IMPORTS]->(m:Module) WHERE f.path IN $paths RETURN DISTINCT m.name AS n",
+        ["n"],
+        paths=sorted(changed_abs),
+    ):
+        touched_modules.add(rec["n"])
+
+    # ---- 3. Writes.
+    unlink = sorted(relink | changed_abs)
+    changed_list = sorted(changed_abs)
+    for rel in LINK_TYPES:
+        try:
+            write(
+                f"MATCH (a)-[r:{rel}]->(b) WHERE a.path IN $paths OR b.path IN $changed DELETE r",
+                paths=unlink,
+                changed=changed_list,
+            )
+        except Exception as exc:  # noqa: BLE001
+            if _is_binder_error(exc):
+                continue
+            raise
+    for abs_path in sorted(set(to_delete) | {p for p in written if p in stored_files}):
+        gb.delete_file_from_graph(abs_path)
+    repo_name = repo.name
+    for abs_path in sorted(written):
+        f, fd = parsed[abs_path]
+        if "error" not in fd:
+            gb.add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
+            for imp in fd.get("imports", []) or []:
+                name = imp.get("source") if fd.get("lang") == "python" and imp.get("source") else (
+                    imp.get("name") or imp.get("source") or imp.get("full_import_name"))
+                if name:
+                    touched_modules.add(name)
+        else:
+            gb.add_minimal_file_node(Path(fd["path"]), repo, False)
+    timings["nodes_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+
+    def pick(key):
+        return [row for row in links[key] if row_source(key, row) in relink]
+
+    inheritance_rows = [row for row in links["inheritance"] if row.get("path") in relink]
+    csharp_rows = [fd for (p, (_f, fd)) in parsed.items() if p in csharp_paths and p in relink and "error" not in fd]
+    writer.write_inheritance_links(inheritance_rows, csharp_rows, imports_map)
+    writer.write_implements_links(pick("implements"))
+    writer.write_embeds_links(pick("embeds"))
+    writer.write_companion_of_links(pick("companion_of"))
+    writer.write_partial_of_links(pick("partial_of"))
+    writer.write_part_of_links(pick("part_of"))
+    writer.write_metaclass_links(pick("metaclass"))
+    writer.write_decorated_by_links(pick("decorated_by"))
+    writer.write_binds_links(pick("binds"))
+    writer.write_previews_links(pick("previews"))
+    call_groups = [
+        [row for row in group if isinstance(row, dict) and row.get("caller_file_path") in relink]
+        for group in links["calls"]
+    ]
+    writer.write_function_call_groups(*call_groups)
+    if any(p.endswith((".cpp", ".h", ".hpp", ".hh")) for p in changed_abs):
+        writer.write_cpp_class_function_links(repo_posix)
+    timings["links_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+
+    for name in sorted(n for n in touched_modules if n and n not in module_defined):
+        if name in module_first:
+            fin, lang = module_first[name]
+            write(
+                "MATCH (m:Module {name: $name}) SET m.full_import_name = $fin, m.lang = $lang",
+                name=name,
+                fin=fin,
+                lang=lang,
+            )
+    writer._purge_dangling_pathless_nodes()
+    timings["post_s"] = round(time.monotonic() - t, 3)
+    return {
+        "paths": outcome,
+        "written": len(written),
+        "deleted": len(to_delete),
+        "relinked": len(relink),
+        "dependants": len(dependants),
+        "signature_changed": len(differing - written),
+        "files": len(parsed),
+    }
+
+
+def main(argv):
+    global REAL_STDOUT
+    started = time.monotonic()
+    # CGC prints banners on stdout; the result line must be the only thing
+    # on the real stdout that this driver promises, so CGC's stdout goes to
+    # stderr.
+    REAL_STDOUT = os.dup(1)
+    os.dup2(2, 1)
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    result = {"protocol": PROTOCOL, "ok": False}
+    try:
+        opts = parse_argv(argv)
+    except Unsupported as exc:
+        result.update(error=str(exc), unsupported=True)
+        emit(result)
+        return EXIT_USAGE
+    if opts["db_path"]:
+        os.environ["CGC_RUNTIME_DB_PATH"] = opts["db_path"]
+    if opts["db"]:
+        os.environ["CGC_RUNTIME_DB_TYPE"] = opts["db"]
+    os.environ.setdefault("ENABLE_AUTO_WATCH", "false")
+    timings = {"_t0": time.monotonic()}
+    try:
+        if opts["probe"]:
+            missing, _ = probe_api()
+            result.update(mode="probe", cgc_version=cgc_version(), missing=missing, ok=not missing)
+            emit(result)
+            return EXIT_OK if not missing else EXIT_UNSUPPORTED
+        if opts["paths"] is None:
+            result.update(error="nothing to do: give --probe or apply -- PATH...")
+            emit(result)
+            return EXIT_USAGE
+        missing, _ = probe_api()
+        if missing:
+            raise Unsupported("CodeGraphContext lacks what the recipe needs: " + ", ".join(missing))
+        rel_paths = sorted(set(p for p in opts["paths"] if p))
+        for rel in rel_paths:
+            if os.path.isabs(rel) or rel.split("/")[0] == "..":
+                raise Unsupported(f"not a workspace-relative path: {rel!r}")
+        applied = run_apply(opts, rel_paths, timings)
+        timings["total_s"] = round(time.monotonic() - started, 3)
+        result.update(mode="apply", ok=True, requested=len(rel_paths), timings=timings, **applied)
+        emit(result)
+        return EXIT_OK
+    except Unsupported as exc:
+        result.update(error=str(exc), unsupported=True, timings=_clean(timings))
+        emit(result)
+        return EXIT_UNSUPPORTED
+    except Interrupted as exc:
+        result.update(error=str(exc), interrupted=True, timings=_clean(timings))
+        emit(result)
+        return 128 + exc.signum
+    except SystemExit as exc:  # CGC's typer.Exit on a database error
+        result.update(error=f"CodeGraphContext exited with {exc.code}", timings=_clean(timings))
+        emit(result)
+        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - reported, never silent
+        result.update(error=f"{type(exc).__name__}: {exc}", timings=_clean(timings))
+        emit(result)
+        return EXIT_FAILED
+
+
+def _clean(timings):
+    return {k: v for k, v in timings.items() if not k.startswith("_")}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
