@@ -1141,11 +1141,9 @@ fn watch_texts(watch: &mut Conn) -> Vec<String> {
 }
 
 /// Claude's `Bash` is reported as `tool_call{tool: bash, paths: []}`; the
-/// service finds what the shell changed only with the shell-edit detection
-/// (a stat walk after a `bash` result), which is being built separately.
-/// Enable this test when it lands.
+/// service finds what the shell changed by comparing the tree with its
+/// manifest after the `bash` result (`freshness.shellTools`).
 #[test]
-#[ignore = "needs the service's shell-edit detection (stat walk after a bash tool_result)"]
 fn real_claude_code_bash_sed_edit_reaches_the_graph_once_shell_edits_are_detected() {
     let Some(project) = RealProject::new() else {
         return;

@@ -150,10 +150,22 @@ fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
     .0
 }
 
+/// The first sync of a service has no manifest to tell what changed since
+/// the graph was built: it reconciles the whole workspace and records one.
+/// A person's `sync` makes that first sync before the edits under test.
+fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) {
+    conn.request(json!({"type": "sync"}), 77);
+    wait_synced_fresh(conn);
+    assert_eq!(strategies_run(service), ["reconcile"], "no manifest yet");
+}
+
+/// The strategy each sync ran, in order (as configured, or as a fallback).
 fn strategies_run(service: &Service) -> Vec<String> {
     service
-        .log_events("sync_strategy")
-        .iter()
+        .log_text()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["event"] == "sync_strategy" || e["event"] == "sync_strategy_fallback")
         .filter_map(|e| e["strategy"].as_str().map(str::to_string))
         .collect()
 }
@@ -196,6 +208,7 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
 
     let service = service(&sandbox, &cgc);
     let mut conn = open_session(&service, "s1");
+    baseline_sync(&mut conn, &service);
 
     // A rename of a called function, in its module and at its call site.
     agent_batch(&mut conn, &["pkg/alpha.py", "pkg/beta.py"], || {
@@ -260,8 +273,14 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
     let ran = strategies_run(&service);
     assert_eq!(
         ran,
-        vec!["incremental"; 4],
-        "every sync ran incremental: {ran:?}"
+        [
+            "reconcile",
+            "incremental",
+            "incremental",
+            "incremental",
+            "incremental"
+        ],
+        "every sync after the baseline ran incremental: {ran:?}"
     );
 }
 
@@ -326,6 +345,7 @@ fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build() {
 
     let service = service(&sandbox, &cgc);
     let mut conn = open_session(&service, "s1");
+    baseline_sync(&mut conn, &service);
     let touched = [
         "pkg/mod_005.py",
         "pkg/mod_020.py",
@@ -367,7 +387,7 @@ fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build() {
         .unwrap();
     });
     wait_synced_fresh(&mut conn);
-    assert_eq!(strategies_run(&service), vec!["incremental"]);
+    assert_eq!(strategies_run(&service), ["reconcile", "incremental"]);
     drop(conn);
     drop(service);
 
@@ -413,8 +433,18 @@ fn a_failed_api_probe_falls_back_to_reconcile_and_says_so() {
         ]),
     );
     let mut conn = open_session(&service, "s1");
+    // The first sync has no manifest: a reconcile, which is no fallback
+    // the person needs to hear about.
+    conn.request(json!({"type": "sync"}), 77);
+    conn.wait_status("fresh");
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "sync_strategy_fell_back"),
+        0
+    );
     crate::support::agent_edit(&mut conn, "s1", "src/a.py");
-    let (fresh, _) = conn.wait_status("fresh");
+    let (fresh, _) = conn.recv_until("fresh after the edit", |f| {
+        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 1
+    });
     let detail = fresh["detail"].as_str().unwrap_or_default().to_string();
     assert!(
         detail.contains("reconcile") && detail.contains("instead of incremental"),
@@ -422,8 +452,8 @@ fn a_failed_api_probe_falls_back_to_reconcile_and_says_so() {
     );
     assert!(detail.contains("RepositoryEventHandler"), "{fresh}");
     let calls = fake.invocations();
-    assert_eq!(calls.len(), 1, "{calls:?}");
-    assert_eq!(args_of(&calls[0]), json!(["watch", "--sync-on-start", "."]));
+    assert_eq!(calls.len(), 2, "the baseline and the fallback: {calls:?}");
+    assert_eq!(args_of(&calls[1]), json!(["watch", "--sync-on-start", "."]));
     let out = sandbox
         .command()
         .args(["status", "--json"])
@@ -438,4 +468,25 @@ fn a_failed_api_probe_falls_back_to_reconcile_and_says_so() {
         "{status}"
     );
     assert!(!service.log_events("sync_fallback").is_empty());
+    // The person is told once, as a notice.
+    let notice = conn.wait_seen("the fallback notice", |f| {
+        f["type"] == "notice" && f["condition"] == "sync_strategy_fell_back"
+    });
+    assert_eq!(notice["audience"], "user", "{notice}");
+    assert!(
+        notice["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("RepositoryEventHandler"),
+        "{notice}"
+    );
+    crate::support::agent_edit(&mut conn, "s1", "src/b.py");
+    conn.recv_until("a second sync", |f| {
+        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 2
+    });
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "sync_strategy_fell_back"),
+        1,
+        "once per session"
+    );
 }

@@ -5,7 +5,8 @@
 //! cycles; each cycle ends when a sync against the fake `cgc` has made the
 //! record `fresh` again. The service's resident memory, descriptors and
 //! threads are sampled before the first cycle and along the way; they must
-//! stay flat, and nothing may be left running at the end. Figures seen are
+//! stay flat (threads: bounded by the blocking pool's cap), and nothing may
+//! be left running at the end. Figures seen are
 //! recorded in `docs/RELIABILITY.md`.
 //!
 //! Counts: `CYCLES` cycles of `EVENTS_PER_CYCLE` events (1 000 000 in all);
@@ -241,7 +242,15 @@ fn a_compressed_hour_of_events_and_syncs_keeps_memory_descriptors_and_threads_fl
         at_end.fds.abs_diff(at_start.fds) <= FD_SLACK,
         "descriptors: {samples:?}"
     );
-    assert_eq!(at_end.threads, at_start.threads, "threads: {samples:?}");
+    // The event loop, the last-resort signal thread, and at most the
+    // blocking pool's two threads for the manifest's walks (they linger a
+    // few seconds after a walk): bounded, never growing with the cycles.
+    assert!(
+        samples
+            .iter()
+            .all(|(_, v)| v.threads <= at_start.threads + 2),
+        "threads: {samples:?}"
+    );
     drop(harness);
     let mut service = service;
     service.signal(libc::SIGTERM);

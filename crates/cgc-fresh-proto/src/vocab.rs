@@ -80,11 +80,14 @@ pub enum NoticeCondition {
     WatcherSkippedBusy,
     /// The freshness record could not be written.
     StateWriteFailed,
+    /// The configured sync strategy could not run; a full reconcile ran
+    /// instead (exact, slower).
+    SyncStrategyFellBack,
 }
 
 impl NoticeCondition {
     /// Every condition, in a fixed order (for property tests and docs).
-    pub const ALL: [NoticeCondition; 14] = [
+    pub const ALL: [NoticeCondition; 15] = [
         NoticeCondition::PossiblyStale,
         NoticeCondition::SyncCompleted,
         NoticeCondition::SyncSkippedBusy,
@@ -99,6 +102,7 @@ impl NoticeCondition {
         NoticeCondition::WatcherDied,
         NoticeCondition::WatcherSkippedBusy,
         NoticeCondition::StateWriteFailed,
+        NoticeCondition::SyncStrategyFellBack,
     ];
 }
 

@@ -77,6 +77,10 @@ pub enum Input {
     /// The sync was not started, e.g. the workspace has no index and
     /// `lifecycle.autoCreate` is off. Nothing was spawned.
     SyncDeclined { flight: FlightId, reason: String },
+    /// The sync of `flight` could not use the configured strategy and runs
+    /// a full reconcile instead; `reason` says why (shown to the person,
+    /// once per session lifetime). The flight goes on and reports as usual.
+    SyncStrategyFellBack { flight: FlightId, reason: String },
     /// The sync process exists now.
     SyncSpawned { flight: FlightId, pid: u32 },
     /// The sync process is gone; `outcome` says how it ended.

@@ -521,6 +521,11 @@ impl Freshness {
                 });
                 true
             }
+            Input::SyncStrategyFellBack { flight: _, reason } => {
+                let text = notice_text::strategy_fell_back(&self.policy.workspace_root, &reason);
+                self.offer_to_all(NoticeCondition::SyncStrategyFellBack, &text, out);
+                false
+            }
             Input::SyncSpawned { flight, pid } => {
                 self.spawned(flight, pid);
                 false

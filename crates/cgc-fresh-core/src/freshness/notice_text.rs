@@ -31,7 +31,8 @@ pub fn level(condition: NoticeCondition) -> NoticeLevel {
         | NoticeCondition::BudgetExhausted
         | NoticeCondition::WatcherDeclinedBackend
         | NoticeCondition::WatcherDeclinedUnindexed
-        | NoticeCondition::WatcherSkippedBusy => NoticeLevel::Warning,
+        | NoticeCondition::WatcherSkippedBusy
+        | NoticeCondition::SyncStrategyFellBack => NoticeLevel::Warning,
     }
 }
 
@@ -51,6 +52,15 @@ pub fn possibly_stale(workspace: &str, tool: &str, auto_sync: bool) -> String {
 /// A sync completed after every observed edit.
 pub fn sync_completed(workspace: &str) -> String {
     format!("The code graph of {workspace} is up to date with every observed edit.")
+}
+
+/// The configured strategy could not run; a full reconcile ran instead.
+pub fn strategy_fell_back(workspace: &str, reason: &str) -> String {
+    format!(
+        "The fast incremental sync of {workspace} is not available ({}); syncs run a full \
+         reconcile instead, which is exact but re-reads the whole repository.",
+        clip(reason)
+    )
 }
 
 /// A sync was skipped because another process holds the database.

@@ -2547,3 +2547,30 @@ fn a_cancelled_sync_of_an_ended_payer_is_the_next_lifetimes_sync() {
         .start_as("s2", "pi-2", SessionStartReason::New);
     assert_eq!(bench.machine.next_deadline(), Some(Millis(2_500)));
 }
+
+#[test]
+fn a_strategy_fallback_is_said_once_per_session_lifetime() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    let flight = started(&bench.at(1_500).wake()).unwrap();
+    let fell_back = |bench: &mut Bench| {
+        bench.send(Input::SyncStrategyFellBack {
+            flight,
+            reason: "the CGC API probe failed".into(),
+        })
+    };
+    let effects = fell_back(&mut bench);
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::SyncStrategyFellBack)]
+    );
+    let text = notice_text(&effects, NoticeCondition::SyncStrategyFellBack);
+    assert!(text.contains("the CGC API probe failed"), "{text}");
+    bench.deliver("s1", NoticeCondition::SyncStrategyFellBack);
+    assert_eq!(notices(&fell_back(&mut bench)), []);
+    // The flight goes on and is reported as usual.
+    bench.spawned(flight);
+    bench.at(2_000).finish(flight, SyncOutcome::Succeeded);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}

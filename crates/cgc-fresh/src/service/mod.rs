@@ -63,6 +63,9 @@ use config_actor::ConfigActor;
 use messages::{Shutdown, ShutdownReason};
 use workspace::WorkspaceActor;
 
+/// Threads of the blocking pool (the manifest's walks and writes).
+pub const BLOCKING_THREADS: usize = 2;
+
 /// What `serve` needs to know.
 pub struct ServeOptions {
     pub paths: ServicePaths,
@@ -155,7 +158,16 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     }
     let span = tracing::info_span!("service", workspace = %paths.workspace.display());
     let _entered = span.enter();
-    let system = actix_rt::System::new();
+    // One event-loop thread, and a blocking pool for the manifest's walks
+    // capped at `BLOCKING_THREADS`: a walk is started per sync and per shell
+    // comparison, never more than two at once, so the service's threads
+    // stay bounded however long it runs.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+        .context("the event loop")?;
+    let system = actix_rt::System::with_tokio_rt(move || runtime);
     let lock = Arc::new(Mutex::new(lock));
     let start = Start {
         paths: paths.clone(),

@@ -33,6 +33,10 @@ use crate::process::cgc_markers::{is_watch_ready_line, output_has_lock_error};
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, InterruptChild, RootSupervisor, SpawnChild, StopChild};
 
+/// How a fallback reason begins when the installed CGC cannot run the
+/// incremental driver (its API probe failed, no interpreter).
+const DRIVER_UNAVAILABLE: &str = "the incremental driver is unavailable";
+
 /// Start the sync the machine decided on.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
@@ -88,7 +92,13 @@ pub enum SyncEvent {
     Spawned { pid: u32 },
     /// What the sync runs, and why when it is not the configured strategy
     /// (sent before `Finished`, for the status `detail`).
-    Strategy { note: String, fallback: bool },
+    /// `driver_unavailable`: the fallback is because the installed CGC
+    /// cannot run the incremental driver (the person is told once).
+    Strategy {
+        note: String,
+        fallback: bool,
+        driver_unavailable: bool,
+    },
     /// It ended (or could not start) with this outcome.
     Finished(SyncOutcome),
 }
@@ -323,7 +333,7 @@ impl SyncRunner {
                 Some(Ok(())) => self.start_driver(paths, ctx),
                 Some(Err(reason)) => self.start_command(
                     SyncStrategy::Reconcile,
-                    Some(format!("the incremental driver is unavailable: {reason}")),
+                    Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
                     ctx,
                 ),
                 None => self.start_probe(ctx),
@@ -359,6 +369,9 @@ impl SyncRunner {
         self.report(
             flight,
             SyncEvent::Strategy {
+                driver_unavailable: fallback
+                    .as_deref()
+                    .is_some_and(|reason| reason.starts_with(DRIVER_UNAVAILABLE)),
                 note,
                 fallback: fallback.is_some(),
             },
@@ -405,7 +418,7 @@ impl SyncRunner {
                 self.probe = Some(Err(reason.clone()));
                 self.start_command(
                     SyncStrategy::Reconcile,
-                    Some(format!("the incremental driver is unavailable: {reason}")),
+                    Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
                     ctx,
                 );
                 return;
@@ -431,7 +444,7 @@ impl SyncRunner {
             Err(reason) => {
                 self.start_command(
                     SyncStrategy::Reconcile,
-                    Some(format!("the incremental driver is unavailable: {reason}")),
+                    Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
                     ctx,
                 );
                 return;
@@ -464,6 +477,7 @@ impl SyncRunner {
             SyncEvent::Strategy {
                 note: format!("sync strategy incremental ({count} changed file(s))"),
                 fallback: false,
+                driver_unavailable: false,
             },
         );
         self.spawn_program(program, argv, ChildKind::Sync, ctx);
@@ -611,7 +625,7 @@ impl SyncRunner {
                     Ok(()) => self.start_driver(paths, ctx),
                     Err(reason) => self.start_command(
                         SyncStrategy::Reconcile,
-                        Some(format!("the incremental driver is unavailable: {reason}")),
+                        Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
                         ctx,
                     ),
                 }

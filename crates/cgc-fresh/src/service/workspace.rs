@@ -19,6 +19,7 @@ use cgc_fresh_core::freshness::{
     Effect, FlightId, Freshness, FreshnessPolicy, Input, Millis, ProbeId, SyncOutcome, TreeChanges,
     WatcherDecline, MAX_LIVE_SESSIONS,
 };
+use cgc_fresh_core::manifest_diff::changed_paths;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
     Audience, ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, Notice, NoticesFrame,
@@ -90,6 +91,8 @@ pub struct WorkspaceActor {
     manifest_file: PathBuf,
     /// The snapshot of the sync decided last, committed if it succeeds.
     snapshot: Option<Snapshot>,
+    /// The sync waiting for its snapshot before the runner is told.
+    pending_run: Option<PendingRun>,
     /// Syncs decided by the last input, with their walks' start times.
     snapshots_to_take: Vec<(FlightId, i64)>,
     /// Probes waiting for a comparison, and whether one runs.
@@ -102,6 +105,13 @@ pub struct WorkspaceActor {
 struct Snapshot {
     flight: FlightId,
     state: SnapshotState,
+}
+
+/// A sync decided but not yet handed to the runner: it waits for its
+/// snapshot, which says what else changed.
+struct PendingRun {
+    run: RunSync,
+    cancelled: bool,
 }
 
 enum SnapshotState {
@@ -192,6 +202,7 @@ impl WorkspaceActor {
             manifest,
             manifest_file,
             snapshot: None,
+            pending_run: None,
             snapshots_to_take: Vec::new(),
             probes_waiting: Vec::new(),
             comparing: false,
@@ -315,14 +326,17 @@ impl WorkspaceActor {
                 // spawn anything (`manifest.rs`, "Snapshot rule").
                 self.snapshots_to_take
                     .push((flight, manifest::walk_start_ns()));
-                if let Some(runner) = &self.runner {
-                    let paths = self.machine.flight_paths(flight);
-                    runner.do_send(RunSync {
+                // The runner is told once the snapshot is taken: the files
+                // a sync applies are the reported ones and whatever else the
+                // tree says changed since the last successful sync.
+                self.pending_run = Some(PendingRun {
+                    run: RunSync {
                         flight,
                         session,
-                        paths,
-                    });
-                }
+                        paths: self.machine.flight_paths(flight),
+                    },
+                    cancelled: false,
+                });
             }
             Effect::ProbeWorkspace { probe } => {
                 tracing::debug!(
@@ -338,8 +352,16 @@ impl WorkspaceActor {
                     decision = "cancel_sync",
                     flight = flight.0
                 );
-                if let Some(runner) = &self.runner {
-                    runner.do_send(CancelRun { flight });
+                match self.pending_run.as_mut() {
+                    // Not yet told to run: it is told to run and to stop,
+                    // so that it answers with the flight's one terminal
+                    // report, as every started flight must.
+                    Some(pending) if pending.run.flight == flight => pending.cancelled = true,
+                    _ => {
+                        if let Some(runner) = &self.runner {
+                            runner.do_send(CancelRun { flight });
+                        }
+                    }
                 }
             }
             Effect::Notice {
@@ -487,6 +509,11 @@ impl WorkspaceActor {
         });
         ctx.spawn(
             actix::fut::wrap_future::<_, Self>(walk).map(move |joined, act, _| {
+                let taken_manifest = match &joined {
+                    Ok((Ok(taken), _)) => Some(taken.clone()),
+                    _ => None,
+                };
+                act.dispatch_run(flight, taken_manifest.as_ref());
                 let Some(snapshot) = act.snapshot.as_mut().filter(|s| s.flight == flight) else {
                     return;
                 };
@@ -517,6 +544,45 @@ impl WorkspaceActor {
                 }
             }),
         );
+    }
+
+    /// Hands sync `flight` to the runner once its snapshot is `taken`
+    /// (`None`: the walk failed). Its files: the reported paths and what
+    /// changed between the manifest and the snapshot; the whole workspace
+    /// when either is unknown (no manifest yet, a tree too large, a failed
+    /// walk, a path-less edit).
+    fn dispatch_run(&mut self, flight: FlightId, taken: Option<&Manifest>) {
+        let Some(pending) = self.pending_run.take_if(|p| p.run.flight == flight) else {
+            return;
+        };
+        let PendingRun { mut run, cancelled } = pending;
+        let unreported = match (self.manifest.as_deref(), taken) {
+            (Some(Manifest::Recorded(before)), Some(Manifest::Recorded(now))) => {
+                Some(changed_paths(before, &now.files))
+            }
+            _ => None,
+        };
+        run.paths = match (run.paths.take(), unreported) {
+            (Some(mut reported), Some(unreported)) => {
+                tracing::info!(
+                    event = "sync_files",
+                    flight = flight.0,
+                    reported = reported.len(),
+                    unreported = unreported.len()
+                );
+                reported.extend(unreported);
+                reported.sort();
+                reported.dedup();
+                Some(reported)
+            }
+            _ => None,
+        };
+        if let Some(runner) = &self.runner {
+            runner.do_send(run);
+            if cancelled {
+                runner.do_send(CancelRun { flight });
+            }
+        }
     }
 
     /// A sync ended: its snapshot becomes the manifest if it succeeded
@@ -989,23 +1055,34 @@ impl Handler<SyncReport> for WorkspaceActor {
                 self.sync_ended(flight, matches!(outcome, SyncOutcome::Succeeded))
             }
             SyncEvent::Busy { .. } | SyncEvent::Declined { .. } => self.sync_ended(flight, false),
-            SyncEvent::Spawned { .. } => {}
+            SyncEvent::Spawned { .. } | SyncEvent::Strategy { .. } => {}
         }
         let input = match msg.event {
             SyncEvent::Busy { holder } => Input::SyncBusy { flight, holder },
             SyncEvent::Declined { reason } => Input::SyncDeclined { flight, reason },
             SyncEvent::Spawned { pid } => Input::SyncSpawned { flight, pid },
             SyncEvent::Finished(outcome) => Input::SyncFinished { flight, outcome },
-            SyncEvent::Strategy { note, fallback } => {
-                if fallback {
-                    tracing::warn!(event = "sync_fallback", flight = flight.0, detail = %note);
-                }
+            SyncEvent::Strategy {
+                note,
+                fallback,
+                driver_unavailable,
+            } => {
                 // Which strategy runs, and why when it is a fallback: shown
                 // in the state's `detail` until the next sync says otherwise.
-                self.sync_note = Some(note);
+                self.sync_note = Some(note.clone());
                 self.state_dirty = true;
-                self.schedule_state_flush(ctx);
-                return;
+                if fallback {
+                    tracing::info!(event = "sync_fallback", flight = flight.0, detail = %note);
+                }
+                if !driver_unavailable {
+                    self.schedule_state_flush(ctx);
+                    return;
+                }
+                // And once per session lifetime, to the person.
+                Input::SyncStrategyFellBack {
+                    flight,
+                    reason: note,
+                }
             }
         };
         self.apply(input, ctx);
