@@ -553,6 +553,7 @@ impl World {
             return Ok(());
         };
         let before = self.machine.record().clone();
+        let due_before = self.machine.next_deadline();
         let effects = self.machine.handle(Millis(self.now), input);
         let record = self.machine.record().clone();
 
@@ -572,11 +573,23 @@ impl World {
             prop_assert_eq!(&record, &before);
         }
         if expect.orphan_edit {
+            // It changes the record and starts nothing of its own; a sync
+            // queued earlier that has become due (`minSyncGapMs` passed)
+            // may start with it, as with any input — the start itself is
+            // checked below like every other.
             prop_assert!(
                 effects
                     .iter()
-                    .all(|effect| matches!(effect, Effect::RecordChanged)),
+                    .all(|effect| matches!(effect, Effect::RecordChanged | Effect::StartSync { .. })),
                 "an ended session's edit may only change the record, got {:?}",
+                effects
+            );
+            let starts = effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::StartSync { .. }));
+            prop_assert!(
+                !starts || due_before.is_some_and(|due| due.get() <= self.now),
+                "an ended session's edit started a sync nothing had made due: {:?}",
                 effects
             );
         }
