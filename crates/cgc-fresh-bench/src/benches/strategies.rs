@@ -116,12 +116,12 @@ fn measure_strategy(
     harness.recv_until_seen(
         Duration::from_secs(60),
         |f| f["type"] == "state" && f["syncing"] == true,
-        &mut |_| {},
+        |_: &Value| {},
     )?;
     harness.recv_until_seen(
         Duration::from_secs(20 * 60),
         |f| f["type"] == "state" && f["syncing"] == false,
-        &mut |_| {},
+        |_: &Value| {},
     )?;
 
     let started = Instant::now();

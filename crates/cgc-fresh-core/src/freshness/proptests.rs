@@ -578,9 +578,10 @@ impl World {
             // may start with it, as with any input — the start itself is
             // checked below like every other.
             prop_assert!(
-                effects
-                    .iter()
-                    .all(|effect| matches!(effect, Effect::RecordChanged | Effect::StartSync { .. })),
+                effects.iter().all(|effect| matches!(
+                    effect,
+                    Effect::RecordChanged | Effect::StartSync { .. }
+                )),
                 "an ended session's edit may only change the record, got {:?}",
                 effects
             );
