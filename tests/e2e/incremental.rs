@@ -143,8 +143,12 @@ fn agent_batch(conn: &mut crate::support::Conn, paths: &[&str], write: impl FnOn
 /// Waits for the next `fresh` after a `syncing` state (frames received
 /// from now on only).
 fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
-    conn.recv_until("a sync", |f| f["type"] == "state" && f["syncing"] == true);
-    conn.recv_until("fresh after the sync", |f| {
+    // The real CLI's reconcile prints nothing for as long as it runs.
+    let quiet = std::time::Duration::from_secs(300);
+    conn.recv_until_within("a sync", quiet, |f| {
+        f["type"] == "state" && f["syncing"] == true
+    });
+    conn.recv_until_within("fresh after the sync", quiet, |f| {
         f["type"] == "state" && f["status"] == "fresh" && f["syncing"] == false
     })
     .0

@@ -565,11 +565,20 @@ impl Conn {
     pub fn recv_until(
         &mut self,
         what: &str,
+        pred: impl FnMut(&Value) -> bool,
+    ) -> (Value, Vec<Value>) {
+        self.recv_until_within(what, Duration::from_secs(30), pred)
+    }
+
+    /// [`Conn::recv_until`], allowing `quiet` between two frames (a real
+    /// `cgc` reconcile on a loaded machine can be silent for minutes).
+    pub fn recv_until_within(
+        &mut self,
+        what: &str,
+        quiet: Duration,
         mut pred: impl FnMut(&Value) -> bool,
     ) -> (Value, Vec<Value>) {
-        self.stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .expect("timeout");
+        self.stream.set_read_timeout(Some(quiet)).expect("timeout");
         let mut seen = Vec::new();
         loop {
             let frame = self
