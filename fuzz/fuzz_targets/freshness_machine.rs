@@ -19,7 +19,9 @@
 //! - `fresh` only when the last successful sync saw no edit after its
 //!   start and none unsettled at it, with no edit observed since — or
 //!   while a watcher verified after its start (and not failed, died,
-//!   stopped or ended since) runs; a verified watcher means `fresh`;
+//!   stopped or ended since) runs; a verified watcher means `fresh` once
+//!   it reported every edit made while it ran applied, `possibly_stale`
+//!   while any waits;
 //! - every notice goes to a live session, never for a (session lifetime,
 //!   condition) already delivered: each pair is delivered at most once;
 //! - automatic syncs spawned per session lifetime stay within
@@ -318,12 +320,22 @@ impl World {
                 };
                 match lifetime {
                     None => expect.silent = true,
-                    Some(lifetime) if observed => shadow.edits.push(workspace_model::Edit {
-                        lifetime,
-                        tool,
-                        at: shadow.now,
-                        settled: false,
-                    }),
+                    Some(lifetime) if observed => {
+                        let inside: Vec<String> = paths
+                            .iter()
+                            .filter_map(|path| workspace_model::workspace_relative(path))
+                            .collect();
+                        let inside: Vec<&str> = inside.iter().map(String::as_str).collect();
+                        shadow
+                            .watcher
+                            .observe_edit((!paths.is_empty()).then_some(&inside[..]));
+                        shadow.edits.push(workspace_model::Edit {
+                            lifetime,
+                            tool,
+                            at: shadow.now,
+                            settled: false,
+                        })
+                    }
                     Some(_) => {}
                 }
                 Input::ToolCall {
@@ -708,14 +720,22 @@ impl World {
         let verified = shadow.watcher.verified();
         if verified {
             shadow.fresh_basis = None;
+        }
+        if shadow.watcher.owes_fresh() {
             assert_eq!(
                 record.status,
                 FreshnessStatus::Fresh,
-                "a verified watcher but not fresh"
+                "a verified watcher that applied every edit but not fresh"
             );
             assert_eq!(
                 record.stale_since, None,
                 "a verified watcher with a stale episode"
+            );
+        } else if verified {
+            assert_eq!(
+                record.status,
+                FreshnessStatus::PossiblyStale,
+                "fresh while an edit waits for the watcher"
             );
         }
         if record.status == FreshnessStatus::Fresh && !verified {

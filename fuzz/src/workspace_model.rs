@@ -41,6 +41,33 @@ pub fn inside_workspace(path: &str) -> bool {
     stack.first() == Some(&root)
 }
 
+/// `path` relative to [`WORKSPACE_ROOT`] by the same rule, `/`-separated
+/// (`.` for the root itself), when it lies inside.
+pub fn workspace_relative(path: &str) -> Option<String> {
+    let root = WORKSPACE_ROOT.trim_start_matches('/');
+    let mut stack: Vec<&str> = if path.starts_with('/') {
+        Vec::new()
+    } else {
+        vec![root]
+    };
+    for component in path.split('/') {
+        match component {
+            "" | "." => {}
+            ".." => {
+                stack.pop();
+            }
+            name => stack.push(name),
+        }
+    }
+    if stack.first() != Some(&root) {
+        return None;
+    }
+    Some(match stack.len() {
+        1 => ".".to_string(),
+        _ => stack[1..].join("/"),
+    })
+}
+
 /// The lifetime of an edit reported under the name of a session that had
 /// ended: no lifetime is live for it, so only its deadline settles it.
 pub const ORPHAN: u64 = 0;

@@ -335,14 +335,16 @@ fn on_mode_verifies_a_real_watcher_and_an_edit_reaches_the_graph_through_it() {
     let (fresh, _) = conn.wait_status("fresh");
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     agent_renames(&mut conn, &project, "old_name", "watched_name");
-    assert_eq!(
-        conn.request(json!({"type": "status"}), 3)["status"],
-        "fresh"
-    );
-    // Kùzu allows one process at a time: give the watcher time to apply the
-    // change, then end the session (the watcher stops with SIGINT and frees
-    // the database) and ask the graph.
-    std::thread::sleep(Duration::from_secs(6));
+    // CGC's watcher debounces for 2 s: the edit is not in the graph yet,
+    // and the status must not say so.
+    let state = conn.request(json!({"type": "status"}), 3);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["watcher"]["state"], "verified", "{state}");
+    // Fresh again once the watcher logged the file applied.
+    let (fresh, _) = conn.wait_status("fresh");
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    // Kùzu allows one process at a time: end the session (the watcher
+    // stops with SIGINT and frees the database), then ask the graph.
     conn.request(json!({"type": "session_shutdown", "session": "s1"}), 4);
     wait_until("the watcher to stop", Duration::from_secs(10), || {
         service
@@ -359,6 +361,32 @@ fn on_mode_verifies_a_real_watcher_and_an_edit_reaches_the_graph_through_it() {
         &["watched_name"],
         &["old_name"],
         "the edit reached the graph",
+    );
+}
+
+#[test]
+fn a_real_watcher_still_reconciling_past_the_liveness_window_is_not_verified() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    // The start-up reconcile (imports, database, every file) takes well
+    // over a second; the liveness window is 200 ms.
+    let service = project.service(&[
+        ("CGC_FRESHNESS_WATCH", "on"),
+        ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "200"),
+    ]);
+    let mut conn = harness(&service);
+    std::thread::sleep(Duration::from_millis(700));
+    let state = conn.request(json!({"type": "status"}), 2);
+    assert_ne!(state["status"], "fresh", "{state}");
+    assert_eq!(state["watcher"]["state"], "verifying", "{state}");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    let verified = service.log_events("watcher_verified");
+    assert_eq!(verified.len(), 1, "{verified:?}");
+    assert_eq!(
+        verified[0]["why"], "printed the ready line and is alive",
+        "{verified:?}"
     );
 }
 
@@ -526,12 +554,12 @@ fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph(
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
     agent_renames(&mut conn, &project, "old_name", "served_name");
-    // A server backend has no lock: ask the graph while the watcher runs.
-    wait_until(
-        "the watcher to apply the edit",
-        Duration::from_secs(30),
-        || project.functions_named("served_name").len() == 1,
-    );
+    // Not fresh while the watcher has not applied it (it debounces 2 s).
+    let state = conn.request(json!({"type": "status"}), 8);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    // A server backend has no lock: the moment it says fresh, the graph
+    // must have the edit.
+    conn.wait_status("fresh");
     project.assert_graph(
         &["served_name"],
         &["old_name"],

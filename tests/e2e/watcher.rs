@@ -30,12 +30,15 @@ fn on_mode_spawns_the_watcher_verifies_it_and_it_owns_freshness() {
         args_of(&calls[0]),
         json!(["--db", "kuzudb", "watch", "--sync-on-start", "."])
     );
-    // Edits while the verified watcher runs open no stale episode and start no sync.
+    // Edits while the verified watcher runs start no sync and offer no
+    // notice; they are not fresh until the watcher says it applied them
+    // (this fake never does).
     agent_edit(&mut conn, "s1", "a.py");
     agent_edit(&mut conn, "s1", "b.py");
     std::thread::sleep(Duration::from_millis(300));
     let state = conn.request(json!({"type": "status"}), 5);
-    assert_eq!(state["status"], "fresh", "{state}");
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["watcher"]["state"], "verified", "{state}");
     assert_eq!(
         fake.invocations().len(),
         1,
@@ -332,18 +335,101 @@ fn a_session_that_ends_during_verification_records_no_fresh() {
 }
 
 #[test]
-fn the_liveness_budget_verifies_a_watcher_that_never_prints_ready() {
-    let (_sandbox, _fake, service) = indexed_with_fake(
+fn surviving_the_liveness_window_without_the_ready_line_verifies_nothing() {
+    // CGC prints its ready line only after its start-up reconcile: a
+    // watcher still reconciling is not verified for being alive. No line
+    // within cgc.maintenanceTimeoutMs: it is stopped and not verified.
+    let (_sandbox, fake, service) = indexed_with_fake(
         json!({"watch": {"steps": [{"hang": true}]}}),
         &fast_env(&[
             ("CGC_FRESHNESS_WATCH", "on"),
-            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "400"),
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "300"),
+            ("CGC_MAINTENANCE_TIMEOUT_MS", "2500"),
         ]),
     );
     let mut conn = open_session(&service, "s1");
+    wait_until("the watcher", Duration::from_secs(5), || {
+        !fake.invocations().is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(1200)); // well past the liveness window
+    let state = conn.request(json!({"type": "status"}), 2);
+    assert_ne!(state["status"], "fresh", "{state}");
+    assert_eq!(state["watcher"]["state"], "verifying", "{state}");
+    let (failed, before) = conn.wait_status("not_verified");
+    assert!(before.iter().all(|f| f["status"] != "fresh"), "{before:?}");
+    assert!(
+        failed["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no ready line within cgc.maintenanceTimeoutMs"),
+        "{failed}"
+    );
+    let pid = fake.invocations()[0]["pid"].as_i64().unwrap() as i32;
+    wait_until("the watcher to be stopped", Duration::from_secs(5), || {
+        !is_alive(pid)
+    });
+}
+
+#[test]
+fn a_slow_start_up_reconcile_is_verified_only_at_its_ready_line() {
+    let (_sandbox, _fake, service) = indexed_with_fake(
+        json!({"watch": {"steps": [{"sleep_ms": 1500}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}}),
+        &fast_env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "200"),
+        ]),
+    );
+    let started = std::time::Instant::now();
+    let mut conn = open_session(&service, "s1");
     let (fresh, before) = conn.wait_status("fresh");
-    assert_eq!(fresh["watcher"]["state"], "verified");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1400),
+        "verified after {:?}, before the ready line",
+        started.elapsed()
+    );
     assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert_eq!(fresh["watcher"]["state"], "verified");
+}
+
+#[test]
+fn an_edit_is_fresh_only_once_the_watcher_logs_it_applied() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let ws = std::fs::canonicalize(sandbox.workspace()).unwrap();
+    let applied = format!(
+        "2026-12-01 20:26:55,734 - INFO - codegraphcontext.utils.debug_log - [INCREMENTAL] Done. Graph refresh for {}/pkg/a.py complete! ✅",
+        ws.display()
+    );
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": {"steps": [{"stdout": [{"cgc": "ready"}]}, {"sleep_ms": 2000}, {"stderr": [applied]}, {"hang": true}]}}),
+    );
+    let service =
+        Service::start_with_fake(&sandbox, &fake, &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut conn = open_session(&service, "s1");
+    conn.wait_status("fresh");
+    agent_edit(&mut conn, "s1", "pkg/a.py");
+    let (stale, _) = conn.wait_status("possibly_stale");
+    assert_eq!(stale["watcher"]["state"], "verified", "{stale}");
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "possibly_stale"),
+        0,
+        "no staleness notice: the watcher is applying it"
+    );
+    let (fresh, _) = conn.wait_status("fresh");
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    assert_eq!(
+        fake.invocations().len(),
+        1,
+        "no sync: the watcher applied it"
+    );
+    let reports = service.log_events("watcher_report");
+    assert!(
+        reports
+            .iter()
+            .any(|e| e["report"].as_str().unwrap_or("").contains("pkg/a.py")),
+        "{reports:?}"
+    );
 }
 
 #[test]

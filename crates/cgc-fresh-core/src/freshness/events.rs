@@ -107,9 +107,10 @@ pub enum Input {
         mode: WatchMode,
         error: String,
     },
-    /// `session`'s watcher `pid` is verified alive: it survived
-    /// `freshness.watcherLivenessMs`, or printed its ready line while alive
-    /// (the shell decides which ends the probe).
+    /// `session`'s watcher `pid` is verified: it printed its ready line
+    /// (which CGC prints only after its start-up reconcile, with its file
+    /// observer scheduled) and was still alive, and alive for at least
+    /// `freshness.watcherLivenessMs`.
     WatcherVerified { session: SessionKey, pid: u32 },
     /// `session`'s watcher `pid` exited or failed before it was verified.
     /// `error`: its exit status and a tail of its output.
@@ -146,6 +147,14 @@ pub enum Input {
     /// `SessionEnded` already ended its watcher here, and a later
     /// `WatcherStopped` changes nothing.
     WatcherStopped { session: SessionKey, pid: u32 },
+    /// `session`'s watcher `pid` reported that it applied the file at
+    /// `path` (workspace-relative, or absolute) to the graph: CGC printed
+    /// its `Graph refresh for <path> complete` line, after its writes.
+    WatcherApplied {
+        session: SessionKey,
+        pid: u32,
+        path: String,
+    },
 }
 
 /// What a comparison of the tree with the manifest found.

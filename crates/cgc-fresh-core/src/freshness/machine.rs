@@ -20,7 +20,7 @@ use super::probe::{ProbeId, ProbeTracker};
 use super::record::{FreshnessRecord, PendingSummary};
 use super::session::{ConnectionId, Known, Lifetime, OwnerPid, Registration, SessionKey, Sessions};
 use super::time::Millis;
-use super::watcher_slot::WatcherSlot;
+use super::watcher_slot::{AwaitingWatcher, WatcherSlot};
 use super::workspace_path::{PathPlacement, WorkspaceRoot};
 
 /// The freshness of one workspace, with the sessions, edits and syncs that
@@ -53,6 +53,9 @@ pub struct Freshness {
     last_editor: Option<Lifetime>,
     /// The managed watcher, if one runs.
     watcher: WatcherSlot,
+    /// Edits observed since the watcher was started that it has not
+    /// reported applied: while any waits, `fresh` is not claimed.
+    awaiting: AwaitingWatcher,
     /// When the last sync was started (`freshness.minSyncGapMs` counts
     /// from it).
     last_start: Option<Millis>,
@@ -121,6 +124,7 @@ impl Freshness {
             queued: None,
             last_editor: None,
             watcher: WatcherSlot::Absent,
+            awaiting: AwaitingWatcher::default(),
             last_start: None,
             now,
         }
@@ -560,7 +564,8 @@ impl Freshness {
             | Input::WatcherDied { .. }
             | Input::WatcherBusy { .. }
             | Input::WatcherDeclined { .. }
-            | Input::WatcherStopped { .. }) => self.take_watcher_report(now, watcher_report, out),
+            | Input::WatcherStopped { .. }
+            | Input::WatcherApplied { .. }) => self.take_watcher_report(now, watcher_report, out),
         }
     }
 
@@ -610,11 +615,16 @@ impl Freshness {
     /// What an observed edit of live lifetime `key` does, once counted.
     fn drift_from(&mut self, key: Lifetime, tool: &str, target: EditTarget, out: &mut Vec<Effect>) {
         let now = self.now;
+        if self.watcher.running().is_some() {
+            self.await_watcher(&target);
+        }
         if self.watcher.is_verified() {
             // Spec, "Verified watcher owns freshness": the watcher applies
-            // this edit when it lands; no stale episode opens. The edit is
-            // still counted and tracked until settled, so that the lazy
-            // path has the whole picture if the watcher goes away.
+            // this edit when it lands; no stale episode opens and no sync
+            // starts, but `fresh` waits until the watcher reports the edit
+            // applied. The edit is still counted and tracked until settled,
+            // so that the lazy path has the whole picture if the watcher
+            // goes away.
             return;
         }
         self.mark_drift(target);
@@ -629,6 +639,29 @@ impl Freshness {
         );
         if self.policy.auto_sync {
             self.queue_automatic(key, now.plus(self.policy.batch_ms));
+        }
+    }
+
+    /// An edit observed while a watcher runs: it waits for the watcher's
+    /// word that it was applied. While the watcher is verified the record
+    /// is `possibly_stale` until then (no notice and no sync: the watcher
+    /// applies it within its debounce). Before verification the lazy
+    /// drift goes on as well; an edit made during CGC's start-up reconcile
+    /// may be missed by it (the observer is scheduled only after the
+    /// reconcile), so it keeps waiting after the verification, until the
+    /// watcher reports that path applied.
+    fn await_watcher(&mut self, target: &EditTarget) {
+        match target {
+            EditTarget::Unknown => self.awaiting.mark_unknown(),
+            EditTarget::Paths(paths) => {
+                for path in paths {
+                    self.awaiting.insert(path.clone());
+                }
+            }
+        }
+        if self.watcher.is_verified() && !self.awaiting.is_empty() {
+            self.record.status = FreshnessStatus::PossiblyStale;
+            self.record.stale_since.get_or_insert(self.now);
         }
     }
 
@@ -685,8 +718,11 @@ impl Freshness {
                 .filter(|key| self.sessions.is_current(key));
             match live {
                 Some(key) => self.drift_from(key.lifetime, &answered.tool, target, out),
-                None if self.watcher.is_verified() => {}
+                None if self.watcher.is_verified() => self.await_watcher(&target),
                 None => {
+                    if self.watcher.running().is_some() {
+                        self.await_watcher(&target);
+                    }
                     self.mark_drift(target);
                     self.left_uncovered = true;
                 }
@@ -741,6 +777,9 @@ impl Freshness {
         let now = self.now;
         self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
         self.edits.record_orphan(now, self.policy.settle_ms);
+        if self.watcher.running().is_some() {
+            self.await_watcher(&target);
+        }
         if self.watcher.is_verified() {
             return;
         }
@@ -1294,6 +1333,12 @@ impl Freshness {
                 Some("a sync waits for the watcher's verification".to_string())
             }
             FlightSlot::Idle if self.queued.is_some() => Some("a sync is queued".to_string()),
+            FlightSlot::Idle if self.watcher.is_verified() && !self.awaiting.is_empty() => {
+                Some(format!(
+                    "the watcher has not yet applied {} edited file(s)",
+                    self.awaiting.len()
+                ))
+            }
             FlightSlot::Idle if self.restored && self.record.status == FreshnessStatus::Unknown => {
                 Some("restored from disk; unknown until a sync completes".to_string())
             }

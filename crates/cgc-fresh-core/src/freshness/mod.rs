@@ -175,6 +175,7 @@ mod time;
 #[cfg(any(test, feature = "model"))]
 pub mod watcher_model;
 mod watcher_slot;
+pub use watcher_slot::{watcher_applies_to, WATCHED_SUFFIXES};
 mod workspace_path;
 
 #[cfg(test)]

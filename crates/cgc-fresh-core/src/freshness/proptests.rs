@@ -41,6 +41,16 @@ const PATH_SETS: [(&[&str], bool); 6] = [
     (&["../ws2/d.rs"], false),
     (&["/ws/../ws/./e.rs", "/tmp/x"], true),
 ];
+/// The workspace-relative paths of each of [`PATH_SETS`] inside `/ws`
+/// (`None`: the call named no path).
+const PATHS_INSIDE: [Option<&[&str]>; 6] = [
+    None,
+    Some(&["src/a.rs"]),
+    Some(&["b.rs"]),
+    Some(&[]),
+    Some(&[]),
+    Some(&["e.rs"]),
+];
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -343,6 +353,7 @@ impl World {
                     expect.silent = true;
                 } else if self.ended.contains_key(name) {
                     // Counted, never settled by a result.
+                    self.watcher.observe_edit(PATHS_INSIDE[paths]);
                     self.edits.push(ShadowEdit {
                         lifetime: ORPHAN_LIFETIME,
                         tool,
@@ -356,6 +367,7 @@ impl World {
                         None => self.new_lifetime(name, None),
                     };
                     if is_edit {
+                        self.watcher.observe_edit(PATHS_INSIDE[paths]);
                         self.edits.push(ShadowEdit {
                             lifetime,
                             tool,
@@ -747,11 +759,16 @@ impl World {
                 "fresh without a success covering every edit or a verified watcher"
             );
         }
-        // A verified watcher owns freshness: fresh, with no stale episode.
+        // A verified watcher owns freshness: fresh with no stale episode
+        // once it applied every edit made while it ran, possibly stale
+        // while any waits for it.
         prop_assert_eq!(self.machine.watcher_owns_freshness(), verified);
-        if verified {
+        if self.watcher.owes_fresh() {
             prop_assert_eq!(record.status, FreshnessStatus::Fresh);
             prop_assert_eq!(record.stale_since, None);
+        } else if verified {
+            prop_assert_eq!(record.status, FreshnessStatus::PossiblyStale);
+            prop_assert!(record.stale_since.is_some());
         }
         // The record's watcher facts follow the running watcher.
         self.watcher

@@ -1486,6 +1486,15 @@ impl Bench {
         })
     }
 
+    fn watcher_applied(&mut self, session: &str, path: &str) -> Vec<Effect> {
+        let session = self.key(session);
+        self.send(Input::WatcherApplied {
+            session,
+            pid: WATCHER_PID,
+            path: path.to_string(),
+        })
+    }
+
     /// `session` starts at the current time and its `on` watcher is verified
     /// 1 500 ms later.
     fn with_verified_watcher(&mut self, session: &str) -> Vec<Effect> {
@@ -1510,13 +1519,25 @@ fn watcher_keeps_the_graph_current() {
     bench.with_verified_watcher("s1");
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
 
-    // Files change during the session: the watcher applies them; the state
-    // stays fresh and no sync is ever started.
+    // Files change during the session: the watcher applies them; each
+    // edit is possibly stale until the watcher reports it applied, and no
+    // sync is ever started.
     let mut now = 2_000;
     for path in ["a.rs", "b.rs", "src/c.rs"] {
         let effects = bench.at(now).settled_edit("s1", path);
         assert_eq!(started(&effects), None);
-        assert_eq!(bench.status(), FreshnessStatus::Fresh, "after {path}");
+        assert!(notices(&effects).is_empty(), "{effects:?}");
+        assert_eq!(
+            bench.status(),
+            FreshnessStatus::PossiblyStale,
+            "after {path}"
+        );
+        assert_eq!(bench.machine.record().stale_since, Some(Millis(now)));
+        let effects = bench
+            .at(now + 500)
+            .watcher_applied("s1", &format!("{ROOT}/{path}"));
+        assert_eq!(started(&effects), None);
+        assert_eq!(bench.status(), FreshnessStatus::Fresh, "{path} applied");
         now += 1_000;
     }
     assert_eq!(bench.machine.next_deadline(), None);
@@ -1565,10 +1586,14 @@ fn verified_watcher_owns_freshness() {
         "a repeated verification is nothing new"
     );
 
-    // Edits from any live session open no stale episode and no notice.
+    // Edits from any live session start no sync and offer no notice; the
+    // record is possibly stale until the watcher reports them applied.
     for (at, session) in [(2_000, "s1"), (3_000, "s2")] {
         let effects = bench.at(at).edit(session, "a.rs");
         assert!(notices(&effects).is_empty(), "{effects:?}");
+        assert_eq!(started(&effects), None);
+        assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+        bench.at(at + 400).watcher_applied("s1", "a.rs");
         assert_eq!(bench.status(), FreshnessStatus::Fresh);
         assert_eq!(bench.machine.record().stale_since, None);
     }
@@ -2573,4 +2598,98 @@ fn a_strategy_fallback_is_said_once_per_session_lifetime() {
     bench.spawned(flight);
     bench.at(2_000).finish(flight, SyncOutcome::Succeeded);
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+#[test]
+fn an_edit_under_a_verified_watcher_is_fresh_only_once_the_watcher_applied_it() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    bench.at(2_000).edit("s1", "a.py");
+    bench.at(2_100).edit("s1", "pkg/b.py");
+    bench.at(2_150).edit("s1", "README.md"); // not a file CGC parses
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        bench.machine.state_frame().detail.as_deref(),
+        Some("the watcher has not yet applied 2 edited file(s)")
+    );
+    // Another watcher's word, another file's, or a path outside count for nothing.
+    let stale_key = bench.key("s1");
+    assert_eq!(
+        bench.at(2_200).send(Input::WatcherApplied {
+            session: stale_key,
+            pid: WATCHER_PID + 1,
+            path: "a.py".into(),
+        }),
+        []
+    );
+    assert_eq!(bench.at(2_300).watcher_applied("s1", "c.py"), []);
+    assert_eq!(bench.at(2_300).watcher_applied("s1", "/elsewhere/a.py"), []);
+    bench
+        .at(4_000)
+        .watcher_applied("s1", &format!("{ROOT}/a.py"));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale, "b.py waits");
+    let effects = bench.at(4_100).watcher_applied("s1", "pkg/b.py");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert!(effects.contains(&Effect::RecordChanged));
+    assert_eq!(started(&effects), None);
+    assert_eq!(
+        bench.machine.next_deadline(),
+        None,
+        "no lazy sync while it runs"
+    );
+}
+
+#[test]
+fn an_edit_during_the_watchers_start_up_keeps_it_unfresh_until_reported_applied() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    // The start-up reconcile may already have read a.py: its edit may be
+    // lost (CGC schedules the observer only after the reconcile).
+    bench.at(500).settled_edit("s1", "a.py");
+    bench.at(3_000).watcher_verified("s1");
+    assert!(bench.machine.watcher_owns_freshness());
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.machine.record().stale_since, Some(Millis(500)));
+    assert_eq!(
+        bench.machine.next_deadline(),
+        None,
+        "no sync against the watcher"
+    );
+    // The file changes again; the watcher applies it.
+    bench.at(4_000).settled_edit("s1", "a.py");
+    bench.at(6_000).watcher_applied("s1", "a.py");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+#[test]
+fn a_pathless_edit_under_a_verified_watcher_stays_possibly_stale_until_it_goes() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    let key = bench.key("s1");
+    bench.at(2_000).send(Input::ToolCall {
+        session: key.name.clone(),
+        tool: "write".into(),
+        paths: Vec::new(),
+    });
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    bench.at(3_000).watcher_applied("s1", "a.py");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    // Stopped: lazy mode takes over with the whole workspace pending.
+    bench.at(4_000).watcher_stopped("s1");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(!bench.machine.record().pending.is_empty());
+}
+
+#[test]
+fn a_watcher_that_dies_with_edits_waiting_drops_them_to_the_lazy_path() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    bench.at(2_000).edit("s1", "a.py");
+    let effects = bench.at(2_500).watcher_died("s1", "killed");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(notices(&effects).contains(&pair("s1", NoticeCondition::WatcherDied)));
+    // A late report from the dead watcher changes nothing.
+    assert_eq!(bench.at(2_600).watcher_applied("s1", "a.py"), []);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
 }

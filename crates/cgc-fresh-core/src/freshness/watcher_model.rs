@@ -9,7 +9,11 @@
 //! first verification raises `watcher_started`, and a running sync then no
 //! longer has a say; a failure or death raises `watcher_not_verified`
 //! before verification and `watcher_died` after; a stop raises nothing; the
-//! watcher is gone when its lifetime ends or the service restarts.
+//! watcher is gone when its lifetime ends or the service restarts. Every
+//! observed edit of a file CGC parses made while a watcher runs (verifying
+//! or verified) waits until that watcher reports the path applied; an edit
+//! that names no path waits for as long as it runs. A verified watcher with
+//! nothing waiting is `fresh`; with anything waiting, `possibly_stale`.
 //!
 //! Compiled for this crate's tests and with the `model` feature.
 
@@ -34,11 +38,13 @@ pub enum WatcherReport {
     Failed,
     Died,
     Stopped,
+    /// The watcher applied a path to the graph (one that waits, if any).
+    Applied,
 }
 
 impl WatcherReport {
     /// Every report, for generators.
-    pub const ALL: [WatcherReport; 9] = [
+    pub const ALL: [WatcherReport; 10] = [
         WatcherReport::Started,
         WatcherReport::SpawnFailed,
         WatcherReport::Busy,
@@ -48,6 +54,7 @@ impl WatcherReport {
         WatcherReport::Failed,
         WatcherReport::Died,
         WatcherReport::Stopped,
+        WatcherReport::Applied,
     ];
 }
 
@@ -94,6 +101,11 @@ pub struct WatcherModel {
     attempted: BTreeSet<u64>,
     /// The last pid handed out (pids only grow).
     last_pid: u32,
+    /// Workspace-relative paths edited while the running watcher runs that
+    /// it has not reported applied.
+    awaiting: BTreeSet<String>,
+    /// An edit naming no path was observed while it runs.
+    awaiting_unknown: bool,
 }
 
 impl WatcherModel {
@@ -113,6 +125,34 @@ impl WatcherModel {
     /// Whether a verified watcher runs (it then owns freshness).
     pub fn verified(&self) -> bool {
         self.running.is_some_and(|watcher| watcher.verified)
+    }
+
+    /// Whether a verified watcher runs with no edit waiting for it: the
+    /// record must then be `fresh`.
+    pub fn owes_fresh(&self) -> bool {
+        self.verified() && !self.awaiting_unknown && self.awaiting.is_empty()
+    }
+
+    /// An edit was observed: `paths` are its workspace-relative paths
+    /// inside the workspace, `None` when it named none.
+    pub fn observe_edit(&mut self, paths: Option<&[&str]>) {
+        if self.running.is_none() {
+            return;
+        }
+        match paths {
+            None => self.awaiting_unknown = true,
+            Some(paths) => self.awaiting.extend(
+                paths
+                    .iter()
+                    .filter(|path| super::watcher_applies_to(path))
+                    .map(|path| path.to_string()),
+            ),
+        }
+    }
+
+    fn forget_awaiting(&mut self) {
+        self.awaiting.clear();
+        self.awaiting_unknown = false;
     }
 
     /// Whether the session live as `lifetime` may make its attempt now.
@@ -191,6 +231,7 @@ impl WatcherModel {
                         NoticeCondition::WatcherNotVerified
                     });
                     self.running = None;
+                    self.forget_awaiting();
                 } else {
                     verdict.ignored = true;
                 }
@@ -212,10 +253,27 @@ impl WatcherModel {
             WatcherReport::Stopped => {
                 if about_running {
                     self.running = None;
+                    self.forget_awaiting();
                 } else {
                     verdict.ignored = true;
                 }
                 Input::WatcherStopped { session, pid }
+            }
+            WatcherReport::Applied => {
+                let path = self
+                    .awaiting
+                    .iter()
+                    .next()
+                    .cloned()
+                    .unwrap_or_else(|| "src/a.rs".to_owned());
+                if !(about_running && self.awaiting.remove(&path)) {
+                    verdict.ignored = true;
+                }
+                Input::WatcherApplied {
+                    session,
+                    pid,
+                    path: format!("/ws/{path}"),
+                }
             }
         };
         (input, verdict)
@@ -235,6 +293,7 @@ impl WatcherModel {
             WatcherReport::Started => {
                 self.last_pid = self.last_pid.wrapping_add(1);
                 if let Some(lifetime) = opener {
+                    self.forget_awaiting();
                     self.running = Some(RunningWatcher {
                         lifetime,
                         name,
@@ -276,12 +335,14 @@ impl WatcherModel {
             .is_some_and(|watcher| watcher.lifetime == lifetime)
         {
             self.running = None;
+            self.forget_awaiting();
         }
     }
 
     /// The service restarted: no watcher runs and no lifetime is live.
     pub fn restart(&mut self) {
         self.running = None;
+        self.forget_awaiting();
         self.attempted.clear();
     }
 

@@ -9,6 +9,32 @@
 /// (`👀 Monitoring for file changes... (Press Ctrl+C to stop)`).
 pub const WATCH_READY_MARKER: &str = "Monitoring for file changes";
 
+/// What CGC's watcher logs (at INFO, see
+/// [`crate::service::watcher_supervisor`]) once it has written one file's
+/// change to the graph: `[INCREMENTAL] Done. Graph refresh for <path>
+/// complete! ✅`, the last line of its per-file handler, after every write.
+pub const WATCH_APPLIED_PREFIX: &str = "[INCREMENTAL] Done. Graph refresh for ";
+/// Its end.
+pub const WATCH_APPLIED_SUFFIX: &str = " complete!";
+/// What it logs once it dropped the old path of a moved file:
+/// `[WATCH] removed stale node for moved file: <path>`.
+pub const WATCH_REMOVED_PREFIX: &str = "[WATCH] removed stale node for moved file: ";
+
+/// The path CGC's watcher reports applied to the graph on this line, if
+/// it is such a line (a Python log line: `<time> - INFO - <logger> - <msg>`,
+/// never wrapped).
+pub fn watch_applied_path(line: &str) -> Option<&str> {
+    if let Some(at) = line.find(WATCH_APPLIED_PREFIX) {
+        let rest = &line[at + WATCH_APPLIED_PREFIX.len()..];
+        let end = rest.rfind(WATCH_APPLIED_SUFFIX)?;
+        let path = &rest[..end];
+        return (!path.is_empty()).then_some(path);
+    }
+    let at = line.find(WATCH_REMOVED_PREFIX)?;
+    let path = line[at + WATCH_REMOVED_PREFIX.len()..].trim_end();
+    (!path.is_empty()).then_some(path)
+}
+
 /// The embedded-database lock errors a second CGC process prints on stdout.
 pub const LOCK_ERROR_MARKERS: [&str; 2] = [
     "Could not set lock on file",
@@ -61,6 +87,27 @@ mod tests {
             "Database Configuration Error: Database set to 'neo4j' but it is not configured."
         ));
         assert!(!output_has_lock_error("Could not set\n\nthe lock"));
+    }
+
+    #[test]
+    fn watch_applied_lines_name_their_path() {
+        // As CGC 0.6.13 printed them, with ENABLE_APP_LOGS=INFO.
+        assert_eq!(
+            watch_applied_path("2026-12-01 20:26:55,734 - INFO - codegraphcontext.utils.debug_log - [INCREMENTAL] Done. Graph refresh for /w/pkg/alpha.py complete! ✅"),
+            Some("/w/pkg/alpha.py")
+        );
+        assert_eq!(
+            watch_applied_path("2026-12-01 20:26:55,425 - INFO - codegraphcontext.utils.debug_log - [WATCH] removed stale node for moved file: /w/pkg/old name.py"),
+            Some("/w/pkg/old name.py")
+        );
+        assert_eq!(
+            watch_applied_path("2026-12-01 20:26:55,427 - INFO - codegraphcontext.utils.debug_log - File change detected (incremental update): /w/pkg/alpha.py"),
+            None
+        );
+        assert_eq!(
+            watch_applied_path("Deleted file and its elements from graph: /w/a.py"),
+            None
+        );
     }
 
     #[test]

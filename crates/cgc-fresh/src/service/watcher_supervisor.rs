@@ -13,11 +13,21 @@
 //!   does not start another (two watchers would fight over an embedded lock);
 //! - it runs `cgc watch --sync-on-start .`: a plain watch applies only
 //!   changes made after it started, so its "fresh" would not be true;
-//! - verified when the child is alive at the end of
-//!   `freshness.watcherLivenessMs`, or earlier when it printed CGC's ready
-//!   line and is still alive (the line is printed only once CGC has opened
-//!   its database and reconciled, which is what the failure modes in front
-//!   of it — missing server, refused port, bad path — never reach);
+//! - verified only by CGC's ready line, printed while the child is alive.
+//!   CGC prints that line after its start-up reconcile (`--sync-on-start`)
+//!   and after it scheduled its file observer; before it, the graph is
+//!   being rewritten and edits are not yet observed. Surviving
+//!   `freshness.watcherLivenessMs` verifies nothing (a reconcile of a large
+//!   repository outlasts it; it is only logged); an exit before the line
+//!   fails the attempt, and no ready line within `cgc.maintenanceTimeoutMs`
+//!   stops the child and fails it;
+//! - CGC logs each file its observer applied to the graph only at INFO,
+//!   which its CLI never configures: the child runs with `ENABLE_APP_LOGS=INFO`
+//!   and a `sitecustomize` on `PYTHONPATH` (written to the state directory)
+//!   that raises CGC's app logger to INFO; each
+//!   `[INCREMENTAL] Done. Graph refresh for <path> complete!` line (and the
+//!   old path of a move) is reported as `Applied`, and the machine claims
+//!   `fresh` only when no observed edit waits for one;
 //! - the watcher belongs to the session that started it: it is spawned with
 //!   that session, so the supervisor stops it (SIGINT first) when the
 //!   session ends, and its exit is then reported as `Stopped`, not a failure.
@@ -34,9 +44,17 @@ use cgc_fresh_core::watcher::gate::{gate, GateDecision};
 
 use super::backend_detector::{BackendDetected, BackendDetector, DetectBackend};
 use crate::process::busy::find_lock_holder;
-use crate::process::cgc_markers::is_watch_ready_line;
+use crate::process::cgc_markers::{is_watch_ready_line, watch_applied_path};
 use crate::process::spawn::ChildKind;
-use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild};
+use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
+
+/// The `sitecustomize` that makes CGC's watcher print, at INFO, the line it
+/// logs after it applied a file (its CLI leaves the logger at WARNING). It
+/// then runs any other `sitecustomize` on the path, which it shadows.
+pub const WATCH_LOGGING_SHIM: &str = include_str!("../../driver/watch_logging/sitecustomize.py");
+/// The directory under the state directory that holds it (put first on the
+/// watcher's `PYTHONPATH`).
+pub const WATCH_LOGGING_DIR: &str = "watch-logging";
 
 /// A session started: decide (once) whether it gets a watcher.
 #[derive(Message, Debug)]
@@ -70,15 +88,39 @@ pub struct WatcherReport {
 
 #[derive(Debug, Clone)]
 pub enum WatcherEvent {
-    Started { pid: u32 },
-    SpawnFailed { error: String },
-    Verified { pid: u32 },
-    Failed { pid: u32, error: String },
-    Died { pid: u32, error: String },
-    Busy { holder: String },
-    DeclinedBackend { answer: String },
+    Started {
+        pid: u32,
+    },
+    SpawnFailed {
+        error: String,
+    },
+    Verified {
+        pid: u32,
+    },
+    Failed {
+        pid: u32,
+        error: String,
+    },
+    Died {
+        pid: u32,
+        error: String,
+    },
+    Busy {
+        holder: String,
+    },
+    DeclinedBackend {
+        answer: String,
+    },
     DeclinedUnindexed,
-    Stopped { pid: u32 },
+    Stopped {
+        pid: u32,
+    },
+    /// The watcher logged that it applied the file at `path` to the graph
+    /// (workspace-relative when under the workspace, else as printed).
+    Applied {
+        pid: u32,
+        path: String,
+    },
 }
 
 struct Running {
@@ -88,7 +130,11 @@ struct Running {
     verified: bool,
     saw_ready: bool,
     session_ended: bool,
+    /// The liveness timer, then the ready-line deadline.
     timer: Option<SpawnHandle>,
+    deadline: Option<SpawnHandle>,
+    /// Why it is being stopped before verification (no ready line in time).
+    gave_up: Option<String>,
 }
 
 pub struct WatcherSupervisor {
@@ -107,6 +153,8 @@ pub struct WatcherSupervisor {
     deferred: Option<SessionKey>,
     backend: Option<BackendAnswer>,
     running: Option<Running>,
+    /// Where the logging shim is written.
+    shim_dir: PathBuf,
 }
 
 impl WatcherSupervisor {
@@ -118,7 +166,11 @@ impl WatcherSupervisor {
         report_to: Recipient<WatcherReport>,
     ) -> Self {
         let home = crate::paths::home_dir();
+        let shim_dir = crate::paths::state_root(&crate::paths::ProcessEnv)
+            .join(crate::paths::workspace_id(&workspace))
+            .join(WATCH_LOGGING_DIR);
         WatcherSupervisor {
+            shim_dir,
             workspace,
             home,
             settings,
@@ -207,6 +259,8 @@ impl WatcherSupervisor {
             saw_ready: false,
             session_ended: false,
             timer: None,
+            deadline: None,
+            gave_up: None,
         });
         let mut args = self.settings.cgc.global_args.clone();
         // --sync-on-start: the fresh claim at verification is only true if
@@ -215,12 +269,13 @@ impl WatcherSupervisor {
         let spawn = self.supervisor.send(SpawnChild {
             program: PathBuf::from(&self.settings.cgc.executable),
             args,
-            env_set: Vec::new(),
+            env_set: self.logging_env(),
             kind: ChildKind::Watcher,
             session: Some(session.clone()),
             requester: ctx.address().recipient(),
         });
         let liveness = Duration::from_millis(self.settings.freshness.watcher_liveness_ms);
+        let budget = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);
         ctx.spawn(spawn.into_actor(self).map(move |result, act, ctx| {
             let Some(running) = act.running.as_mut().filter(|r| r.session == session) else {
                 return;
@@ -231,9 +286,22 @@ impl WatcherSupervisor {
                     let first_report = running.pid.is_none();
                     running.pid = Some(started.pid as u32);
                     let saw_ready = running.saw_ready;
-                    running.timer = Some(ctx.run_later(liveness, |act, ctx| {
-                        act.verify("survived the liveness budget", ctx)
+                    running.timer = Some(ctx.run_later(liveness, |act, _| {
+                        // Alive, but alive is not verified: its start-up
+                        // reconcile may still be rewriting the graph.
+                        if let Some(running) = act.running.as_mut() {
+                            running.timer = None;
+                            if !running.verified {
+                                tracing::info!(event = "watcher_still_reconciling", session = %running.session, "alive past freshness.watcherLivenessMs without its ready line; not verified");
+                            }
+                        }
                     }));
+                    running.deadline = Some(ctx.run_later(budget, move |act, ctx| {
+                        act.give_up(budget, ctx)
+                    }));
+                    if saw_ready {
+                        act.verify("printed the ready line and is alive", ctx);
+                    }
                     if first_report {
                         act.report(
                             &session,
@@ -241,9 +309,6 @@ impl WatcherSupervisor {
                                 pid: started.pid as u32,
                             },
                         );
-                    }
-                    if saw_ready {
-                        act.verify("printed the ready line and is alive", ctx);
                     }
                 }
                 Ok(Err(error)) => {
@@ -268,18 +333,80 @@ impl WatcherSupervisor {
         }));
     }
 
+    /// The child's environment on top of the service's: CGC's app logs at
+    /// INFO, and the shim that lets them through, if it could be written
+    /// (without it the watcher reports nothing applied, and edits made
+    /// while it runs keep the record `possibly_stale`: honest, not fresh).
+    fn logging_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![("ENABLE_APP_LOGS".to_string(), "INFO".to_string())];
+        let written = crate::paths::ensure_private_dir(&self.shim_dir)
+            .map_err(|error| error.to_string())
+            .and_then(|()| {
+                crate::atomic_file::write_atomically(
+                    &self.shim_dir.join("sitecustomize.py"),
+                    WATCH_LOGGING_SHIM.as_bytes(),
+                )
+                .map_err(|error| error.to_string())
+            });
+        match written {
+            Ok(()) => {
+                let mut path = self.shim_dir.display().to_string();
+                if let Some(old) = std::env::var_os("PYTHONPATH").filter(|old| !old.is_empty()) {
+                    path.push(':');
+                    path.push_str(&old.to_string_lossy());
+                }
+                env.push(("PYTHONPATH".to_string(), path));
+            }
+            Err(error) => {
+                tracing::warn!(event = "watch_logging_unavailable", dir = %self.shim_dir.display(), error = %error);
+            }
+        }
+        env
+    }
+
+    /// No ready line within the budget: the start-up reconcile is taking
+    /// too long (or the child hangs). Stop it; its exit reports the failure.
+    fn give_up(&mut self, budget: Duration, _: &mut Context<Self>) {
+        let Some(running) = self.running.as_mut() else {
+            return;
+        };
+        running.deadline = None;
+        if running.verified || running.session_ended {
+            return;
+        }
+        let Some(child) = running.child else { return };
+        let why = format!(
+            "no ready line within cgc.maintenanceTimeoutMs ({} ms): its start-up reconcile did not finish",
+            budget.as_millis()
+        );
+        tracing::warn!(event = "watcher_gave_up", session = %running.session, child, reason = %why);
+        running.gave_up = Some(why);
+        self.supervisor.do_send(StopChild {
+            id: child,
+            reason: "watcher ready-line deadline",
+        });
+    }
+
     fn verify(&mut self, why: &'static str, ctx: &mut Context<Self>) {
         let Some(running) = self.running.as_mut() else {
             return;
         };
-        if running.verified || running.session_ended || running.child.is_none() {
+        if running.verified
+            || running.session_ended
+            || running.gave_up.is_some()
+            || running.child.is_none()
+            || !running.saw_ready
+        {
             return;
         }
         let Some(pid) = running.pid else { return };
         running.verified = true;
-        // Verified: the liveness timer has nothing left to decide, and an
-        // idle service must not wake up for it.
-        if let Some(timer) = running.timer.take() {
+        // Verified: the timers have nothing left to decide, and an idle
+        // service must not wake up for them.
+        for timer in [running.timer.take(), running.deadline.take()]
+            .into_iter()
+            .flatten()
+        {
             ctx.cancel_future(timer);
         }
         let session = running.session.clone();
@@ -336,6 +463,19 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                         running.saw_ready = true;
                     }
                     self.verify("printed the ready line and is alive", ctx);
+                } else if let Some(path) = watch_applied_path(&text) {
+                    let Some(running) = self.running.as_ref() else {
+                        return;
+                    };
+                    let (Some(pid), false) = (running.pid, running.session_ended) else {
+                        return;
+                    };
+                    let path = match std::path::Path::new(path).strip_prefix(&self.workspace) {
+                        Ok(relative) => relative.display().to_string(),
+                        Err(_) => path.to_string(),
+                    };
+                    let session = running.session.clone();
+                    self.report(&session, WatcherEvent::Applied { pid, path });
                 }
             }
             ChildEvent::Exited {
@@ -353,17 +493,25 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                     // It ended before its spawn reply was processed.
                     self.report(&running.session, WatcherEvent::Started { pid });
                 }
-                if let Some(timer) = running.timer.take() {
+                for timer in [running.timer.take(), running.deadline.take()]
+                    .into_iter()
+                    .flatten()
+                {
                     ctx.cancel_future(timer);
                 }
-                let error = format!(
-                    "cgc watch {}; output ends: {}",
-                    describe(status),
-                    output_tail.trim()
-                );
+                let error = match &running.gave_up {
+                    Some(why) => format!("{why}; cgc watch {} when stopped", describe(status)),
+                    None => format!(
+                        "cgc watch {}; output ends: {}",
+                        describe(status),
+                        output_tail.trim()
+                    ),
+                };
                 // Stopped by its session's end or by an orderly shutdown:
                 // not an error to record.
-                let event = if running.session_ended || during_shutdown {
+                let event = if running.gave_up.is_some() && !running.session_ended {
+                    WatcherEvent::Failed { pid, error }
+                } else if running.session_ended || during_shutdown {
                     WatcherEvent::Stopped { pid }
                 } else if running.verified {
                     WatcherEvent::Died { pid, error }

@@ -1129,6 +1129,7 @@ impl Handler<WatcherReport> for WorkspaceActor {
                 reason: WatcherDecline::Unindexed,
             },
             WatcherEvent::Stopped { pid } => Input::WatcherStopped { session, pid },
+            WatcherEvent::Applied { pid, path } => Input::WatcherApplied { session, pid, path },
         };
         self.apply(input, ctx);
     }

@@ -22,7 +22,8 @@ use super::super::pending_paths::PendingPaths;
 use super::super::record::WatcherRecord;
 use super::super::session::{Lifetime, SessionKey};
 use super::super::time::Millis;
-use super::super::watcher_slot::{state, RunningWatcher, WatcherSlot};
+use super::super::watcher_slot::{state, AwaitingWatcher, RunningWatcher, WatcherSlot};
+use super::super::workspace_path::PathPlacement;
 use super::Freshness;
 
 impl Freshness {
@@ -43,6 +44,7 @@ impl Freshness {
                 };
                 let watcher = RunningWatcher { owner, mode, pid };
                 self.watcher = WatcherSlot::Verifying(watcher);
+                self.awaiting = AwaitingWatcher::default();
                 self.record.watcher = Some(facts(mode, state::VERIFYING, Some(pid), now));
                 true
             }
@@ -84,6 +86,7 @@ impl Freshness {
                 self.catch_up(now);
                 let was_verified = self.watcher.is_verified();
                 self.watcher = WatcherSlot::Absent;
+                self.awaiting = AwaitingWatcher::default();
                 if was_verified {
                     self.watcher_died(watcher, &error, out);
                 } else {
@@ -116,6 +119,13 @@ impl Freshness {
                 self.catch_up(now);
                 self.watcher_gone();
                 true
+            }
+            Input::WatcherApplied { session, pid, path } => {
+                if self.reported_watcher(&session, pid).is_none() {
+                    return false;
+                }
+                self.catch_up(now);
+                self.watcher_applied(&path)
             }
             // Not a watcher report.
             _ => false,
@@ -156,18 +166,27 @@ impl Freshness {
             .filter(|watcher| watcher.owner == key && watcher.pid == pid)
     }
 
-    /// The watcher survived its liveness probe: it owns freshness from now
-    /// on. The record is `fresh` (the watcher keeps the graph current), the
-    /// stale episode and its pending work are over, a queued sync is
-    /// dropped, and a running one drains: it runs to its end (stopping it
-    /// part-way could leave the graph between states) and its outcome no
-    /// longer counts.
+    /// The watcher is verified (its start-up reconcile is done and its
+    /// observer scheduled): it owns freshness from now on. The stale
+    /// episode's lazy pending work is over (the reconcile covered edits
+    /// made before it started), a queued sync is dropped, and a running one
+    /// drains: it runs to its end (stopping it part-way could leave the
+    /// graph between states) and its outcome no longer counts. The record
+    /// is `fresh` unless an edit made while it started up has not been
+    /// reported applied: the reconcile may have read that file before the
+    /// edit, and the observer was not yet scheduled to see it; it stays
+    /// `possibly_stale` until the watcher reports every such path.
     fn watcher_verified(&mut self, watcher: RunningWatcher, out: &mut Vec<Effect>) {
         let now = self.now;
         self.watcher = WatcherSlot::Verified(watcher);
         self.record.watcher = Some(facts(watcher.mode, state::VERIFIED, Some(watcher.pid), now));
-        self.record.status = FreshnessStatus::Fresh;
-        self.record.stale_since = None;
+        if self.awaiting.is_empty() {
+            self.record.status = FreshnessStatus::Fresh;
+            self.record.stale_since = None;
+        } else {
+            self.record.status = FreshnessStatus::PossiblyStale;
+            self.record.stale_since.get_or_insert(now);
+        }
         self.record.last_error = None;
         self.pending = PendingPaths::new();
         self.queued = None;
@@ -264,12 +283,32 @@ impl Freshness {
     pub(super) fn watcher_gone(&mut self) {
         let was_verified = self.watcher.is_verified();
         self.watcher = WatcherSlot::Absent;
+        self.awaiting = AwaitingWatcher::default();
         self.record.watcher = None;
         if was_verified {
             self.record.status = FreshnessStatus::PossiblyStale;
             self.record.stale_since = Some(self.now);
             self.pending.mark_whole_workspace();
         }
+    }
+}
+
+impl Freshness {
+    /// The watcher applied `path`: it waits no more; once nothing waits
+    /// for a verified watcher, the record is `fresh` again. Whether the
+    /// record changed.
+    fn watcher_applied(&mut self, path: &str) -> bool {
+        let PathPlacement::Inside(relative) = self.root.place(path) else {
+            return false;
+        };
+        if !self.awaiting.applied(&relative) {
+            return false;
+        }
+        if self.watcher.is_verified() && self.awaiting.is_empty() {
+            self.record.status = FreshnessStatus::Fresh;
+            self.record.stale_since = None;
+        }
+        true
     }
 }
 
