@@ -143,9 +143,12 @@ settings! {
         /// the environment. Only the text "auto" selects auto; a boolean never does.
         FreshnessWatch: watch = "watch", WatchMode, default WatchMode::Off,
             kind Watch, env "CGC_FRESHNESS_WATCH";
-        /// How long (milliseconds, > 0) a freshly spawned watcher must stay alive before
-        /// the service records "fresh" on its behalf. A watcher that exits earlier is
-        /// reported as not verified and lazy syncing resumes.
+        /// The liveness window (milliseconds, > 0) of a freshly spawned watcher. A watcher
+        /// that exits within it is reported as not verified and lazy syncing resumes. It
+        /// is verified — and "fresh" recorded on its behalf — only once it prints its
+        /// ready line, which follows its start-up reconcile (bounded by
+        /// cgc.maintenanceTimeoutMs); a watcher still reconciling when the window ends is
+        /// logged as such and verified later, never early.
         FreshnessWatcherLivenessMs: watcher_liveness_ms = "watcherLivenessMs", u64, default 15_000,
             kind PositiveMillis, env "CGC_FRESHNESS_WATCHER_LIVENESS_MS";
         /// Run a background sync when the first edit of a stale episode is observed.
