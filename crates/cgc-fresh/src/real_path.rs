@@ -12,6 +12,14 @@
 //! ancestor canonicalised and the rest appended. The cost is bounded: at
 //! most [`MAX_RESOLVED_PATHS`] paths per call are resolved (the rest pass
 //! as given), each with a few `stat`/`readlink` calls.
+//!
+//! A path that is plainly inside the workspace as text — relative, or
+//! absolute under the canonical workspace root, with no `..` and no `~` —
+//! is an edit in the workspace whatever its components link to, and is
+//! passed as given without touching the file system: the resolution is
+//! for the paths the text alone would wrongly place outside. (Resolving
+//! every path cost a tool call several `stat`s per directory level, and
+//! the intake fell from ~700 000 to ~75 000 frames/s.)
 
 use std::path::{Component, Path, PathBuf};
 
@@ -26,7 +34,7 @@ pub const MAX_RESOLVED_PATHS: usize = 64;
 pub fn resolve_all(paths: Vec<String>, workspace: &Path, home: &Path) -> Vec<String> {
     let mut out = Vec::with_capacity(paths.len());
     for (n, path) in paths.into_iter().enumerate() {
-        if n >= MAX_RESOLVED_PATHS {
+        if n >= MAX_RESOLVED_PATHS || plainly_inside(&path, workspace) {
             out.push(path);
             continue;
         }
@@ -38,6 +46,22 @@ pub fn resolve_all(paths: Vec<String>, workspace: &Path, home: &Path) -> Vec<Str
         }
     }
     out
+}
+
+/// Whether `path`'s text already places it inside `workspace` (canonical):
+/// relative or under the root, without `..` or a leading `~`.
+fn plainly_inside(path: &str, workspace: &Path) -> bool {
+    if path.is_empty() || path.starts_with('~') {
+        return false;
+    }
+    let path = Path::new(path);
+    if path
+        .components()
+        .any(|component| matches!(component, Component::ParentDir))
+    {
+        return false;
+    }
+    !path.is_absolute() || path.starts_with(workspace)
 }
 
 /// One path resolved; the text as given when it cannot be (empty).
@@ -129,5 +153,25 @@ mod tests {
             [real_a.clone(), through_link]
         );
         assert_eq!(resolve_all(vec![real_a.clone()], &ws, &home), [real_a]);
+    }
+
+    #[test]
+    fn paths_plainly_inside_are_taken_as_given_without_the_file_system() {
+        let ws = Path::new("/no/such/ws");
+        let home = Path::new("/no/such/home");
+        // Nothing exists here: a resolution would have changed nothing
+        // anyway, but these are not even looked up.
+        assert_eq!(resolve_all(vec!["src/a.py".into()], ws, home), ["src/a.py"]);
+        assert_eq!(
+            resolve_all(vec!["/no/such/ws/src/a.py".into()], ws, home),
+            ["/no/such/ws/src/a.py"]
+        );
+        assert!(plainly_inside("src/a.py", ws));
+        assert!(plainly_inside("/no/such/ws/b.py", ws));
+        assert!(!plainly_inside("../ws/b.py", ws));
+        assert!(!plainly_inside("src/../../x.py", ws));
+        assert!(!plainly_inside("~/ws/b.py", ws));
+        assert!(!plainly_inside("/elsewhere/b.py", ws));
+        assert!(!plainly_inside("", ws));
     }
 }
