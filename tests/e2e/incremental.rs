@@ -13,20 +13,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::support::{args_of, fast_env, indexed_with_fake, open_session, Sandbox, Service};
-
-fn real_cgc() -> Option<PathBuf> {
-    match std::env::var_os("CGC_FRESH_REAL_CGC") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ if std::env::var_os("CGC_FRESH_REQUIRE_REAL_CGC").is_some() => {
-            panic!("CGC_FRESH_REAL_CGC is not set; run scripts/install-cgc.sh")
-        }
-        _ => {
-            eprintln!("real cgc not installed (CGC_FRESH_REAL_CGC unset): skipping");
-            None
-        }
-    }
-}
+use crate::support::{
+    args_of, fast_env, indexed_with_fake, open_session, real_cgc, Sandbox, Service,
+};
 
 /// The interpreter of the real `cgc` (its `#!` line).
 fn cgc_python(cgc: &Path) -> PathBuf {

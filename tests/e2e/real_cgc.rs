@@ -17,20 +17,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{wait_until, Conn, Sandbox, Service};
-
-fn real_cgc() -> Option<PathBuf> {
-    match std::env::var_os("CGC_FRESH_REAL_CGC") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ if std::env::var_os("CGC_FRESH_REQUIRE_REAL_CGC").is_some() => {
-            panic!("CGC_FRESH_REAL_CGC is not set; run scripts/install-cgc.sh")
-        }
-        _ => {
-            eprintln!("real cgc not installed (CGC_FRESH_REAL_CGC unset): skipping");
-            None
-        }
-    }
-}
+use crate::support::{real_cgc, wait_until, Conn, Sandbox, Service};
 
 /// A small Python project, indexed by the real CLI in the sandbox's HOME.
 struct Project {

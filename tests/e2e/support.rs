@@ -792,3 +792,19 @@ impl FakeCgc {
             .collect()
     }
 }
+
+/// The real, pinned `cgc` (`CGC_FRESH_REAL_CGC`), or `None` (and a note)
+/// when it is not installed; a missing CLI fails the test instead when
+/// `CGC_FRESH_REQUIRE_REAL_CGC` is set (the test command sets it).
+pub fn real_cgc() -> Option<PathBuf> {
+    match std::env::var_os("CGC_FRESH_REAL_CGC") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ if std::env::var_os("CGC_FRESH_REQUIRE_REAL_CGC").is_some() => {
+            panic!("CGC_FRESH_REAL_CGC is not set; run scripts/install-cgc.sh")
+        }
+        _ => {
+            eprintln!("real cgc not installed (CGC_FRESH_REAL_CGC unset): skipping");
+            None
+        }
+    }
+}
