@@ -3,11 +3,6 @@
 //! database file, held until the process ends. Another process's
 //! `fcntl(F_GETLK)` then reports `F_WRLCK` and this process's pid.
 
-// The fake reproduces what the real CLI does at the system level (raw
-// signal dispositions, fork/setsid daemons, fcntl locks), which takes
-// system calls without safe wrappers here; every block says why it is sound.
-#![allow(unsafe_code)]
-
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -49,22 +44,21 @@ pub fn try_lock(path: &Path) -> io::Result<LockAttempt> {
         .truncate(false)
         .mode(0o644)
         .open(path)?;
-    // SAFETY: a zeroed flock is a valid value for every field.
-    let mut request: libc::flock = unsafe { std::mem::zeroed() };
-    request.l_type = libc::F_WRLCK as libc::c_short;
-    request.l_whence = libc::SEEK_SET as libc::c_short;
-    request.l_start = 0;
-    request.l_len = 0; // whole file, however long it grows
+    let request = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0, // whole file, however long it grows
+        l_pid: 0,
+    };
     loop {
-        // SAFETY: F_SETLK with a valid flock on a valid descriptor.
-        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &request) } == 0 {
-            return Ok(LockAttempt::Held(file));
-        }
-        let error = io::Error::last_os_error();
-        match error.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(LockAttempt::Busy),
-            _ => return Err(error),
+        match nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETLK(&request)) {
+            Ok(_) => return Ok(LockAttempt::Held(file)),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => {
+                return Ok(LockAttempt::Busy)
+            }
+            Err(errno) => return Err(errno.into()),
         }
     }
 }

@@ -3,15 +3,10 @@
 //! exclusive `flock` so that concurrent fakes each get their own number.
 //! Delete the file to start counting afresh.
 
-// The fake reproduces what the real CLI does at the system level (raw
-// signal dispositions, fork/setsid daemons, fcntl locks), which takes
-// system calls without safe wrappers here; every block says why it is sound.
-#![allow(unsafe_code)]
-
+use nix::fcntl::{Flock, FlockArg};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The counter file that belongs to `scenario`.
@@ -22,27 +17,22 @@ pub fn counter_path(scenario: &Path) -> PathBuf {
 }
 
 /// Holds `flock(LOCK_EX)` on a file until dropped.
-struct ExclusiveFlock<'a>(&'a File);
-
-impl<'a> ExclusiveFlock<'a> {
-    fn acquire(file: &'a File) -> io::Result<Self> {
-        loop {
-            // SAFETY: flock(2) on a valid descriptor.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(ExclusiveFlock(file));
-            }
-            let error = io::Error::last_os_error();
-            if error.kind() != io::ErrorKind::Interrupted {
-                return Err(error);
-            }
-        }
-    }
+/// An exclusive `flock` on a second handle of the counter file, released
+/// when dropped.
+struct ExclusiveFlock {
+    _held: Flock<File>,
 }
 
-impl Drop for ExclusiveFlock<'_> {
-    fn drop(&mut self) {
-        // SAFETY: flock(2) on a valid descriptor; closing would unlock too.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+impl ExclusiveFlock {
+    fn acquire(file: &File) -> io::Result<Self> {
+        let mut handle = file.try_clone()?;
+        loop {
+            match Flock::lock(handle, FlockArg::LockExclusive) {
+                Ok(lock) => return Ok(ExclusiveFlock { _held: lock }),
+                Err((returned, nix::errno::Errno::EINTR)) => handle = returned,
+                Err((_, errno)) => return Err(errno.into()),
+            }
+        }
     }
 }
 
