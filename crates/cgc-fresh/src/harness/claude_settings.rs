@@ -342,6 +342,29 @@ fn render(settings: &Value) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Writes `settings` to `path` (atomically, never through a link), or with
+/// `dry_run` prints what would be written; whether it wrote.
+fn write_or_show(
+    path: &Path,
+    settings: &Value,
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<bool> {
+    let bytes = render(settings)?;
+    if dry_run {
+        writeln!(out, "would write {}:", path.display())?;
+        out.write_all(&bytes)?;
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    refuse_symlinks(path)?;
+    crate::atomic_file::write_atomically(path, &bytes)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(true)
+}
+
 /// `install --harness claude-code`.
 pub fn install(path: &Path, bin: &Path, dry_run: bool, out: &mut dyn Write) -> anyhow::Result<()> {
     refuse_symlinks(path)?;
@@ -359,18 +382,9 @@ pub fn install(path: &Path, bin: &Path, dry_run: bool, out: &mut dyn Write) -> a
         )?;
         return Ok(());
     }
-    let bytes = render(&change.settings)?;
-    if dry_run {
-        writeln!(out, "would write {}:", path.display())?;
-        out.write_all(&bytes)?;
+    if !write_or_show(path, &change.settings, dry_run, out)? {
         return Ok(());
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    refuse_symlinks(path)?;
-    crate::atomic_file::write_atomically(path, &bytes)
-        .with_context(|| format!("cannot write {}", path.display()))?;
     let events: Vec<&str> = EVENTS.iter().map(|(event, _)| *event).collect();
     writeln!(
         out,
@@ -399,14 +413,9 @@ pub fn uninstall(path: &Path, dry_run: bool, out: &mut dyn Write) -> anyhow::Res
         )?;
         return Ok(());
     }
-    let bytes = render(&change.settings)?;
-    if dry_run {
-        writeln!(out, "would write {}:", path.display())?;
-        out.write_all(&bytes)?;
+    if !write_or_show(path, &change.settings, dry_run, out)? {
         return Ok(());
     }
-    crate::atomic_file::write_atomically(path, &bytes)
-        .with_context(|| format!("cannot write {}", path.display()))?;
     writeln!(
         out,
         "removed the cgc-fresh hooks and status line from {}",
