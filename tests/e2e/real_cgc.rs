@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::graph_backend::FalkorServer;
 use crate::support::{real_cgc, wait_until, Conn, Sandbox, Service};
 
 /// A small Python project, indexed by the real CLI in the sandbox's HOME.
@@ -469,71 +470,13 @@ impl Drop for ForeignWatcher {
     }
 }
 
-/// A FalkorDB server on loopback for the duration of a test.
-struct FalkorServer {
-    script: PathBuf,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl FalkorServer {
-    fn start() -> Option<FalkorServer> {
-        let script = match std::env::var_os("CGC_FRESH_FALKORDB_SERVER_SCRIPT") {
-            Some(path) => PathBuf::from(path),
-            None if std::env::var_os("CGC_FRESH_REQUIRE_REAL_CGC").is_some() => {
-                panic!("CGC_FRESH_FALKORDB_SERVER_SCRIPT is not set")
-            }
-            None => {
-                eprintln!("no FalkorDB server script: skipping");
-                return None;
-            }
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(&script)
-            .arg("start")
-            .arg(port.to_string())
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "falkordb start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(FalkorServer { script, port, dir })
-    }
-}
-
-impl Drop for FalkorServer {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.script)
-            .arg("stop")
-            .arg(self.port.to_string())
-            .arg(self.dir.path())
-            .output();
-    }
-}
-
 #[test]
 fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph() {
     let Some(cgc) = real_cgc() else { return };
     let Some(server) = FalkorServer::start() else {
         return;
     };
-    let env = vec![
-        (
-            "DEFAULT_DATABASE".to_string(),
-            "falkordb-remote".to_string(),
-        ),
-        ("FALKORDB_HOST".to_string(), "127.0.0.1".to_string()),
-        ("FALKORDB_PORT".to_string(), server.port.to_string()),
-    ];
-    let project = Project::with(cgc, env, Vec::new());
+    let project = Project::with(cgc, server.env(), Vec::new());
     project.sandbox.mark_indexed();
     let service = project.service(&[("CGC_FRESHNESS_WATCH", "auto")]);
     let mut conn = harness(&service);
