@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::graph_backend::{GraphBackend, GraphCli, GraphDump};
 use crate::support::{
-    args_of, fast_env, indexed_with_fake, open_session, real_cgc, Sandbox, Service,
+    args_of, fast_env, indexed_with_fake, open_session, real_cgc, strategies_run, Sandbox, Service,
 };
 
 fn names(rows: &[Value], column: &str) -> BTreeSet<String> {
@@ -105,17 +105,6 @@ fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) {
     conn.request(json!({"type": "sync"}), 77);
     wait_synced_fresh(conn);
     assert_eq!(strategies_run(service), ["reconcile"], "no manifest yet");
-}
-
-/// The strategy each sync ran, in order (as configured, or as a fallback).
-fn strategies_run(service: &Service) -> Vec<String> {
-    service
-        .log_text()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|e| e["event"] == "sync_strategy" || e["event"] == "sync_strategy_fallback")
-        .filter_map(|e| e["strategy"].as_str().map(str::to_string))
-        .collect()
 }
 
 /// The strategy `status --json` names for the last sync.
