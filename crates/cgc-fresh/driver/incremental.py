@@ -473,15 +473,14 @@ def _is_binder_error(exc):
 # Backends whose query reads the graph as it was before the query: in
 # `UNWIND $rows AS row MERGE (m ...) SET m.x = coalesce(m.x, row.x)` every
 # row sees `m.x` unset, so the last row wins (FalkorDB, measured on its
-# server). Kùzu applies each row's SET before the next row reads: the
-# first row wins.
+# server; FalkorDB Lite embeds the same engine). Kùzu applies each row's SET
+# before the next row reads: the first row wins.
 LAST_ROW_WINS_BACKENDS = ("falkordb", "falkordb-remote")
 
 
 def module_metadata_row(backend):
     """Which of the first importer's rows sets a shared Module's metadata."""
     return "last_row" if backend in LAST_ROW_WINS_BACKENDS else "first_row"
-
 
 
 def run_apply(opts, rel_paths, timings):
