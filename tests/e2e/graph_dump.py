@@ -1,8 +1,13 @@
-"""Dumps a CodeGraphContext Kùzu graph as canonical JSON (for the
-graph-equality test): every node and every relationship as a sorted list,
-with the noise of from-scratch indexing removed.
+"""Dumps a CodeGraphContext graph as canonical JSON (for the graph-equality
+tests): every node and every relationship as a sorted list, with the noise
+of from-scratch indexing removed.
 
-    python graph_dump.py DB_PATH > dump.json
+    python graph_dump.py kuzu DB_PATH > dump.json
+    python graph_dump.py falkordb HOST PORT GRAPH > dump.json
+
+Run it with the interpreter of the `cgc` that built the graph: it reads the
+graph through the same client library (`kuzu`, or `falkordb` for a FalkorDB
+server).
 
 Canonical form:
 - a node is (label, its properties); the Repository's `indexed_at` and
@@ -14,14 +19,55 @@ Canonical form:
   to a function whose name occurs more than once in one file may resolve to
   either of them — the target's line and occurrence are dropped for such
   CALLS edges; METACLASS line numbers are dropped.
+
+Both backends are read into one shape — a node is a dict of its properties
+plus `_label` and `_id`, a relationship a dict of its properties plus
+`_label` — so that one canonicalisation serves both.
 """
 
 import json
 import sys
 
-import kuzu
-
 NOISY_NODE_PROPS = {"Repository": {"indexed_at", "commit_hash"}}
+
+
+def kuzu_graph(db_path):
+    """(nodes, relationships as (source, rel, target)) of a Kùzu database."""
+    import kuzu
+
+    db = kuzu.Database(db_path, read_only=True)
+    conn = kuzu.Connection(db)
+    nodes = []
+    result = conn.execute("MATCH (n) RETURN n")
+    while result.has_next():
+        (node,) = result.get_next()
+        node = dict(node)
+        node["_id"] = (node["_id"]["table"], node["_id"]["offset"])
+        nodes.append(node)
+    rels = []
+    result = conn.execute("MATCH (a)-[r]->(b) RETURN a, r, b")
+    while result.has_next():
+        a, r, b = result.get_next()
+        rels.append((dict(a), dict(r), dict(b)))
+    return nodes, rels
+
+
+def falkordb_graph(host, port, graph_name):
+    """(nodes, relationships as (source, rel, target)) of a graph on a
+    FalkorDB server."""
+    from falkordb import FalkorDB
+
+    graph = FalkorDB(host=host, port=int(port)).select_graph(graph_name)
+
+    def as_node(node):
+        return {**node.properties, "_label": ":".join(sorted(node.labels)), "_id": node.id}
+
+    nodes = [as_node(row[0]) for row in graph.query("MATCH (n) RETURN n").result_set]
+    rels = [
+        (as_node(a), {**r.properties, "_label": r.relation}, as_node(b))
+        for a, r, b in graph.query("MATCH (a)-[r]->(b) RETURN a, r, b").result_set
+    ]
+    return nodes, rels
 
 
 def clean(value):
@@ -53,26 +99,15 @@ def node_key(node):
     ]
 
 
-def main(db_path):
-    db = kuzu.Database(db_path, read_only=True)
-    conn = kuzu.Connection(db)
-    nodes = []
-    by_id = {}
-    result = conn.execute("MATCH (n) RETURN n")
-    while result.has_next():
-        (node,) = result.get_next()
-        by_id[(node["_id"]["table"], node["_id"]["offset"])] = node
-        nodes.append([node["_label"], node_props(node)])
+def canonical(nodes, rels):
     # Names defined more than once in one file (Function only).
     counts = {}
-    for node in by_id.values():
+    for node in nodes:
         if node["_label"] == "Function":
             key = (node.get("path"), node.get("name"))
             counts[key] = counts.get(key, 0) + 1
-    rels = []
-    result = conn.execute("MATCH (a)-[r]->(b) RETURN a, r, b")
-    while result.has_next():
-        a, r, b = result.get_next()
+    out_rels = []
+    for a, r, b in rels:
         rel = r["_label"]
         props = {k: clean(v) for k, v in r.items() if not k.startswith("_") and v is not None}
         src, dst = node_key(a), node_key(b)
@@ -82,14 +117,23 @@ def main(db_path):
                 dst[4] = None
         if rel == "METACLASS":
             props.pop("line_number", None)
-        rels.append([rel, src, dst, props])
+        out_rels.append([rel, src, dst, props])
     canon = lambda x: json.dumps(x, sort_keys=True)
-    out = {
-        "nodes": sorted(canon(n) for n in nodes),
-        "relationships": sorted(canon(r) for r in rels),
+    return {
+        "nodes": sorted(canon([n["_label"], node_props(n)]) for n in nodes),
+        "relationships": sorted(canon(r) for r in out_rels),
     }
-    json.dump(out, sys.stdout)
+
+
+def main(argv):
+    if len(argv) == 2 and argv[0] == "kuzu":
+        nodes, rels = kuzu_graph(argv[1])
+    elif len(argv) == 4 and argv[0] == "falkordb":
+        nodes, rels = falkordb_graph(argv[1], argv[2], argv[3])
+    else:
+        sys.exit("usage: graph_dump.py kuzu DB_PATH | falkordb HOST PORT GRAPH")
+    json.dump(canonical(nodes, rels), sys.stdout)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1:])

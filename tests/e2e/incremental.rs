@@ -1,62 +1,23 @@
-//! The `incremental` sync strategy: against the real CLI (0.6.13, Kùzu, an
-//! isolated HOME per test) `fresh` is reported only once a query shows the
-//! new graph, and the synced graph equals a from-scratch index of the same
-//! tree; against the fake, a failed API probe falls back to `reconcile` and
-//! says so.
+//! The `incremental` sync strategy: against the real CLI (0.6.13, an
+//! isolated HOME per test), on Kùzu and on a FalkorDB server, `fresh` is
+//! reported only once a query shows the new graph, and the synced graph
+//! equals a from-scratch index of the same tree; against the fake, a failed
+//! API probe falls back to `reconcile` and says so.
 //!
-//! Real-CLI tests need `CGC_FRESH_REAL_CGC` (see `real_cgc.rs`).
+//! Each real-CLI test body takes the backend (`graph_backend.rs`) and runs
+//! once per backend. Real-CLI tests need `CGC_FRESH_REAL_CGC`, the FalkorDB
+//! ones `CGC_FRESH_FALKORDB_SERVER_SCRIPT` too (see `scripts/test.sh`).
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::graph_backend::{GraphBackend, GraphCli, GraphDump};
 use crate::support::{
-    args_of, fast_env, indexed_with_fake, open_session, real_cgc, Sandbox, Service,
+    args_of, fast_env, indexed_with_fake, open_session, real_cgc, strategies_run, Sandbox, Service,
 };
-
-/// The interpreter of the real `cgc` (its `#!` line).
-fn cgc_python(cgc: &Path) -> PathBuf {
-    let text = fs::read_to_string(cgc).unwrap();
-    let first = text.lines().next().unwrap();
-    PathBuf::from(first.trim_start_matches("#!").trim())
-}
-
-fn cgc_cmd(cgc: &Path, ws: &Path, home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(cgc);
-    cmd.current_dir(ws)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("COLUMNS", "1000")
-        .args(["--db", "kuzudb"])
-        .args(args)
-        .stdin(Stdio::null());
-    cmd
-}
-
-fn index(cgc: &Path, ws: &Path, home: &Path) {
-    let out = cgc_cmd(cgc, ws, home, &["index", "."]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "cgc index failed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
-/// Rows of a Cypher query, as JSON objects.
-fn query(cgc: &Path, ws: &Path, home: &Path, cypher: &str) -> Vec<Value> {
-    let out = cgc_cmd(cgc, ws, home, &["query", cypher]).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "cgc query failed: {stdout}");
-    let start = stdout
-        .find('[')
-        .unwrap_or_else(|| panic!("no JSON in query output: {stdout}"));
-    serde_json::from_str::<Vec<Value>>(stdout[start..].trim())
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
 
 fn names(rows: &[Value], column: &str) -> BTreeSet<String> {
     rows.iter()
@@ -64,38 +25,25 @@ fn names(rows: &[Value], column: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn functions(cgc: &Path, ws: &Path, home: &Path, name: &str) -> usize {
-    query(
-        cgc,
-        ws,
-        home,
-        &format!("MATCH (f:Function) WHERE f.name = '{name}' RETURN f.name AS name"),
-    )
+fn functions(cli: &GraphCli, name: &str) -> usize {
+    cli.query(&format!(
+        "MATCH (f:Function) WHERE f.name = '{name}' RETURN f.name AS name"
+    ))
     .len()
 }
 
-fn callers_of(cgc: &Path, ws: &Path, home: &Path, callee: &str) -> BTreeSet<String> {
-    let rows = query(
-        cgc,
-        ws,
-        home,
-        &format!(
-            "MATCH (a:Function)-[:CALLS]->(b:Function) WHERE b.name = '{callee}' \
-             RETURN a.name AS caller"
-        ),
-    );
+fn callers_of(cli: &GraphCli, callee: &str) -> BTreeSet<String> {
+    let rows = cli.query(&format!(
+        "MATCH (a:Function)-[:CALLS]->(b:Function) WHERE b.name = '{callee}' \
+         RETURN a.name AS caller"
+    ));
     names(&rows, "caller")
 }
 
-fn parents_of(cgc: &Path, ws: &Path, home: &Path, class: &str) -> BTreeSet<String> {
-    let rows = query(
-        cgc,
-        ws,
-        home,
-        &format!(
-            "MATCH (c:Class)-[:INHERITS]->(p) WHERE c.name = '{class}' RETURN p.name AS parent"
-        ),
-    );
+fn parents_of(cli: &GraphCli, class: &str) -> BTreeSet<String> {
+    let rows = cli.query(&format!(
+        "MATCH (c:Class)-[:INHERITS]->(p) WHERE c.name = '{class}' RETURN p.name AS parent"
+    ));
     names(&rows, "parent")
 }
 
@@ -105,21 +53,28 @@ fn write(ws: &Path, rel: &str, text: &str) {
     fs::write(path, text).unwrap();
 }
 
-fn service(sandbox: &Sandbox, cgc: &Path) -> Service {
+fn replace_in(ws: &Path, rel: &str, from: &str, to: &str) {
+    let text = fs::read_to_string(ws.join(rel)).unwrap();
+    assert!(text.contains(from), "{rel} has no {from:?}");
+    fs::write(ws.join(rel), text.replace(from, to)).unwrap();
+}
+
+/// The service, syncing with `incremental` into the graph `cli` names.
+fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service {
     let cgc = cgc.display().to_string();
-    Service::start(
-        sandbox,
-        &[],
-        &[
-            ("CGC_EXECUTABLE", cgc.as_str()),
-            ("CGC_GLOBAL_ARGS", "--db kuzudb"),
-            ("CGC_SYNC_STRATEGY", "incremental"),
-            ("CGC_FRESHNESS_BATCH_MS", "100"),
-            ("CGC_FRESHNESS_SETTLE_MS", "5000"),
-            ("CGC_FRESHNESS_MIN_SYNC_GAP_MS", "0"),
-            ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "10"),
-        ],
-    )
+    let global = cli.global.join(" ");
+    let mut env = vec![
+        ("CGC_EXECUTABLE", cgc.as_str()),
+        ("CGC_GLOBAL_ARGS", global.as_str()),
+        ("CGC_SYNC_STRATEGY", "incremental"),
+        ("CGC_FRESHNESS_WATCH", "off"),
+        ("CGC_FRESHNESS_BATCH_MS", "100"),
+        ("CGC_FRESHNESS_SETTLE_MS", "5000"),
+        ("CGC_FRESHNESS_MIN_SYNC_GAP_MS", "0"),
+        ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "10"),
+    ];
+    env.extend(cli.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    Service::start(sandbox, &[], &env)
 }
 
 /// One agent tool call touching `paths`, its writes, its result.
@@ -152,19 +107,24 @@ fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) {
     assert_eq!(strategies_run(service), ["reconcile"], "no manifest yet");
 }
 
-/// The strategy each sync ran, in order (as configured, or as a fallback).
-fn strategies_run(service: &Service) -> Vec<String> {
-    service
-        .log_text()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|e| e["event"] == "sync_strategy" || e["event"] == "sync_strategy_fallback")
-        .filter_map(|e| e["strategy"].as_str().map(str::to_string))
-        .collect()
+/// The strategy `status --json` names for the last sync.
+fn status_detail(sandbox: &Sandbox) -> String {
+    let out = sandbox
+        .command()
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    status["detail"].as_str().unwrap_or_default().to_string()
 }
 
-#[test]
-fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
+// ---- Each kind of edit reaches the graph before `fresh` ----------------------
+
+/// A rename of a called function, a deletion, an added module calling into
+/// an existing one and a changed base class, each its own sync: `fresh`
+/// comes only with a graph that shows it, and every one of those syncs ran
+/// `incremental` (no silent fallback).
+fn edits_reach_the_graph_before_fresh(backend: &GraphBackend) {
     let Some(cgc) = real_cgc() else { return };
     let sandbox = Sandbox::new();
     let (ws, home) = (sandbox.workspace(), sandbox.home());
@@ -189,26 +149,22 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
         "pkg/child.py",
         "from pkg.shapes import Base, Other\n\n\nclass Child(Base):\n    pass\n",
     );
-    index(&cgc, &ws, &home);
+    let cli = backend.cli(&cgc, &ws, &home, "codegraph");
+    cli.index();
     assert_eq!(
-        callers_of(&cgc, &ws, &home, "old_name"),
+        callers_of(&cli, "old_name"),
         ["beta_main".to_string()].into()
     );
-    assert_eq!(
-        parents_of(&cgc, &ws, &home, "Child"),
-        ["Base".to_string()].into()
-    );
+    assert_eq!(parents_of(&cli, "Child"), ["Base".to_string()].into());
 
-    let service = service(&sandbox, &cgc);
+    let service = service(&sandbox, &cli, &cgc);
     let mut conn = open_session(&service, "s1");
     baseline_sync(&mut conn, &service);
 
     // A rename of a called function, in its module and at its call site.
     agent_batch(&mut conn, &["pkg/alpha.py", "pkg/beta.py"], || {
-        for rel in ["pkg/alpha.py", "pkg/beta.py"] {
-            let text = fs::read_to_string(ws.join(rel)).unwrap();
-            fs::write(ws.join(rel), text.replace("old_name", "new_name")).unwrap();
-        }
+        replace_in(&ws, "pkg/alpha.py", "old_name", "new_name");
+        replace_in(&ws, "pkg/beta.py", "old_name", "new_name");
     });
     let fresh = wait_synced_fresh(&mut conn);
     assert!(
@@ -218,10 +174,10 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
             .contains("incremental"),
         "{fresh}"
     );
-    assert_eq!(functions(&cgc, &ws, &home, "old_name"), 0);
-    assert_eq!(functions(&cgc, &ws, &home, "new_name"), 1);
+    assert_eq!(functions(&cli, "old_name"), 0);
+    assert_eq!(functions(&cli, "new_name"), 1);
     assert_eq!(
-        callers_of(&cgc, &ws, &home, "new_name"),
+        callers_of(&cli, "new_name"),
         ["beta_main".to_string()].into()
     );
 
@@ -230,8 +186,8 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
         fs::remove_file(ws.join("pkg/beta.py")).unwrap()
     });
     wait_synced_fresh(&mut conn);
-    assert_eq!(functions(&cgc, &ws, &home, "beta_main"), 0);
-    assert!(callers_of(&cgc, &ws, &home, "new_name").is_empty());
+    assert_eq!(functions(&cli, "beta_main"), 0);
+    assert!(callers_of(&cli, "new_name").is_empty());
 
     // An added module calling into an existing one.
     agent_batch(&mut conn, &["pkg/gamma.py"], || {
@@ -242,26 +198,23 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
         )
     });
     wait_synced_fresh(&mut conn);
-    assert_eq!(functions(&cgc, &ws, &home, "gamma_added"), 1);
+    assert_eq!(functions(&cli, "gamma_added"), 1);
     assert!(
-        callers_of(&cgc, &ws, &home, "helper").contains("gamma_added"),
+        callers_of(&cli, "helper").contains("gamma_added"),
         "the new module's call is linked"
     );
 
     // A changed base class.
     agent_batch(&mut conn, &["pkg/child.py"], || {
-        let text = fs::read_to_string(ws.join("pkg/child.py")).unwrap();
-        fs::write(
-            ws.join("pkg/child.py"),
-            text.replace("class Child(Base)", "class Child(Other)"),
+        replace_in(
+            &ws,
+            "pkg/child.py",
+            "class Child(Base)",
+            "class Child(Other)",
         )
-        .unwrap();
     });
     wait_synced_fresh(&mut conn);
-    assert_eq!(
-        parents_of(&cgc, &ws, &home, "Child"),
-        ["Other".to_string()].into()
-    );
+    assert_eq!(parents_of(&cli, "Child"), ["Other".to_string()].into());
 
     let ran = strategies_run(&service);
     assert_eq!(
@@ -275,7 +228,31 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
         ],
         "every sync after the baseline ran incremental: {ran:?}"
     );
+    let detail = status_detail(&sandbox);
+    assert!(
+        detail.contains("incremental") && !detail.contains("instead of"),
+        "status --json names the strategy that ran: {detail}"
+    );
 }
+
+#[test]
+fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_kuzu() {
+    edits_reach_the_graph_before_fresh(&GraphBackend::Kuzu);
+}
+
+#[test]
+fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_a_falkordb_server()
+{
+    if real_cgc().is_none() {
+        return;
+    }
+    let Some(backend) = GraphBackend::falkordb() else {
+        return;
+    };
+    edits_reach_the_graph_before_fresh(&backend);
+}
+
+// ---- The synced graph equals a from-scratch index ----------------------------
 
 /// Generated modules: each has a helper, a compute calling it and the
 /// previous module's export, an export, and a class deriving from the
@@ -305,106 +282,196 @@ fn write_modules(ws: &Path, count: usize) {
     }
 }
 
-/// The canonical dump of the Kùzu graph under `home` (see `graph_dump.py`).
-fn dump(python: &Path, home: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/e2e/graph_dump.py");
-    let db = home.join(".codegraphcontext/global/db/kuzudb");
-    let out = Command::new(python).arg(script).arg(&db).output().unwrap();
-    assert!(
-        out.status.success(),
-        "graph dump failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let value: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let set = |key: &str| {
-        value[key]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect::<BTreeSet<String>>()
-    };
-    (set("nodes"), set("relationships"))
+/// One half of the equality batch: the paths it touches (as the harness
+/// reports them) and its writes.
+struct Half {
+    paths: &'static [&'static str],
+    apply: fn(&Path),
 }
 
-#[test]
-fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build() {
-    let Some(cgc) = real_cgc() else { return };
-    let python = cgc_python(&cgc);
-    let sandbox = Sandbox::new();
-    let (ws, home) = (sandbox.workspace(), sandbox.home());
-    write_modules(&ws, 30);
-    index(&cgc, &ws, &home);
+/// Renames a called function (its callers in mod_006 stay unresolved) and
+/// deletes an imported module (mod_021 imports it).
+const RENAME_AND_DELETE: Half = Half {
+    paths: &["pkg/mod_005.py", "pkg/mod_020.py"],
+    apply: |ws| {
+        replace_in(ws, "pkg/mod_005.py", "m005_export", "m005_exported");
+        fs::remove_file(ws.join("pkg/mod_020.py")).unwrap();
+    },
+};
 
-    let service = service(&sandbox, &cgc);
-    let mut conn = open_session(&service, "s1");
-    baseline_sync(&mut conn, &service);
-    let touched = [
-        "pkg/mod_005.py",
-        "pkg/mod_020.py",
+/// Adds a module that calls into existing ones — among them the function
+/// the other half renames, by its new name, and one of the module it
+/// deletes — moves one module into a new package and changes a base class.
+/// Against the other half its links depend on which sync comes first.
+const ADD_MOVE_AND_REBASE: Half = Half {
+    paths: &[
         "pkg/mod_new.py",
         "pkg/mod_025.py",
         "pkg/sub/__init__.py",
         "pkg/sub/mod_025.py",
         "pkg/mod_012.py",
-    ];
-    agent_batch(&mut conn, &touched, || {
-        // Rename a called function (its callers in mod_006 stay unresolved).
-        let text = fs::read_to_string(ws.join("pkg/mod_005.py")).unwrap();
-        fs::write(
-            ws.join("pkg/mod_005.py"),
-            text.replace("m005_export", "m005_exported"),
-        )
-        .unwrap();
-        // Delete an imported module.
-        fs::remove_file(ws.join("pkg/mod_020.py")).unwrap();
-        // Add one that calls into an existing one.
+    ],
+    apply: |ws| {
         write(
-            &ws,
+            ws,
             "pkg/mod_new.py",
-            "from pkg.mod_003 import m003_export\n\n\ndef brand_new(x):\n    return m003_export(x) + 2\n",
+            "from pkg.mod_003 import m003_export\n\
+             from pkg.mod_005 import m005_exported\n\
+             from pkg.mod_020 import m020_export\n\n\n\
+             def brand_new(x):\n    return m003_export(x) + m005_exported(x) + m020_export(x)\n",
         );
-        // Move one.
-        write(&ws, "pkg/sub/__init__.py", "");
+        write(ws, "pkg/sub/__init__.py", "");
         fs::rename(ws.join("pkg/mod_025.py"), ws.join("pkg/sub/mod_025.py")).unwrap();
-        // Change a base class.
-        let text = fs::read_to_string(ws.join("pkg/mod_012.py")).unwrap();
-        fs::write(
-            ws.join("pkg/mod_012.py"),
-            text.replace("class Widget012(Widget011)", "class Widget012(Widget003)")
-                .replace(
-                    "import m011_export, Widget011\n",
-                    "import m011_export, Widget011\nfrom pkg.mod_003 import Widget003\n",
-                ),
-        )
-        .unwrap();
-    });
-    wait_synced_fresh(&mut conn);
-    assert_eq!(strategies_run(&service), ["reconcile", "incremental"]);
-    drop(conn);
-    drop(service);
+        replace_in(
+            ws,
+            "pkg/mod_012.py",
+            "class Widget012(Widget011)",
+            "class Widget012(Widget003)",
+        );
+        replace_in(
+            ws,
+            "pkg/mod_012.py",
+            "import m011_export, Widget011\n",
+            "import m011_export, Widget011\nfrom pkg.mod_003 import Widget003\n",
+        );
+    },
+};
 
-    let (synced_nodes, synced_rels) = dump(&python, &home);
+/// Syncs the batch as `syncs` (each an agent call applying its halves, then
+/// a sync) into the graph `name` of a fresh workspace, and returns the
+/// synced graph's dump and a from-scratch index's of the final tree.
+fn synced_and_from_scratch(
+    cgc: &Path,
+    backend: &GraphBackend,
+    name: &str,
+    syncs: &[&[Half]],
+) -> (GraphDump, GraphDump) {
+    let sandbox = Sandbox::new();
+    let ws = sandbox.workspace();
+    write_modules(&ws, 30);
+    let synced = backend.cli(cgc, &ws, &sandbox.home(), name);
+    synced.index();
+
+    let service = service(&sandbox, &synced, cgc);
+    let mut conn = open_session(&service, "s1");
+    baseline_sync(&mut conn, &service);
+    for halves in syncs {
+        let paths: Vec<&str> = halves
+            .iter()
+            .flat_map(|h| h.paths.iter().copied())
+            .collect();
+        agent_batch(&mut conn, &paths, || {
+            for half in halves.iter() {
+                (half.apply)(&ws)
+            }
+        });
+        wait_synced_fresh(&mut conn);
+    }
+    let mut expected = vec!["reconcile"];
+    expected.extend(syncs.iter().map(|_| "incremental"));
+    assert_eq!(strategies_run(&service), expected, "{name}");
+    drop(conn);
+    // Kùzu lets one process at a time open the database.
+    drop(service);
+    let synced = synced.dump();
+    assert!(
+        synced.relationships.iter().any(|r| r.contains("brand_new")),
+        "{name}: the added module is linked"
+    );
+
     let scratch_home = sandbox.root.path().join("scratch-home");
     fs::create_dir_all(&scratch_home).unwrap();
-    index(&cgc, &ws, &scratch_home);
-    let (scratch_nodes, scratch_rels) = dump(&python, &scratch_home);
-    assert!(synced_rels.iter().any(|r| r.contains("brand_new")));
+    let scratch = backend.cli(cgc, &ws, &scratch_home, &format!("{name}-scratch"));
+    scratch.index();
+    (synced, scratch.dump())
+}
+
+fn assert_same_graph(synced: &GraphDump, scratch: &GraphDump, what: &str) {
     let diff = |a: &BTreeSet<String>, b: &BTreeSet<String>| {
         a.difference(b).take(10).cloned().collect::<Vec<_>>()
     };
     assert_eq!(
-        (synced_nodes.len(), synced_rels.len()),
-        (scratch_nodes.len(), scratch_rels.len()),
-        "only synced: {:?} / {:?}; only from scratch: {:?} / {:?}",
-        diff(&synced_nodes, &scratch_nodes),
-        diff(&synced_rels, &scratch_rels),
-        diff(&scratch_nodes, &synced_nodes),
-        diff(&scratch_rels, &synced_rels),
+        (synced.nodes.len(), synced.relationships.len()),
+        (scratch.nodes.len(), scratch.relationships.len()),
+        "{what}: only synced: {:?} / {:?}; only from scratch: {:?} / {:?}",
+        diff(&synced.nodes, &scratch.nodes),
+        diff(&synced.relationships, &scratch.relationships),
+        diff(&scratch.nodes, &synced.nodes),
+        diff(&scratch.relationships, &synced.relationships),
     );
-    assert_eq!(synced_nodes, scratch_nodes, "nodes differ");
-    assert_eq!(synced_rels, scratch_rels, "relationships differ");
+    assert_eq!(synced.nodes, scratch.nodes, "{what}: nodes differ");
+    assert_eq!(
+        synced.relationships, scratch.relationships,
+        "{what}: relationships differ"
+    );
 }
+
+/// The whole batch (rename a called function, delete an imported module,
+/// add one, move one, change a base class) in one sync.
+fn one_sync_equals_from_scratch(backend: &GraphBackend) {
+    let Some(cgc) = real_cgc() else { return };
+    let (synced, scratch) = synced_and_from_scratch(
+        &cgc,
+        backend,
+        "one-sync",
+        &[&[RENAME_AND_DELETE, ADD_MOVE_AND_REBASE]],
+    );
+    assert_same_graph(&synced, &scratch, "the batch in one sync");
+}
+
+/// "Applied in both orders": within one sync the driver applies the paths
+/// sorted, whatever order they were reported in, so the order that can
+/// change the result is the order of the syncs. The batch is split into two
+/// halves whose links depend on each other (see `ADD_MOVE_AND_REBASE`) and
+/// synced as two syncs, A then B in one workspace and B then A in another;
+/// each graph equals a from-scratch index of the same final tree.
+fn both_orders_equal_from_scratch(backend: &GraphBackend) {
+    let Some(cgc) = real_cgc() else { return };
+    for (name, syncs) in [
+        ("a-then-b", [RENAME_AND_DELETE, ADD_MOVE_AND_REBASE]),
+        ("b-then-a", [ADD_MOVE_AND_REBASE, RENAME_AND_DELETE]),
+    ] {
+        let [first, second] = syncs;
+        let (synced, scratch) =
+            synced_and_from_scratch(&cgc, backend, name, &[&[first], &[second]]);
+        assert_same_graph(&synced, &scratch, name);
+    }
+}
+
+#[test]
+fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_kuzu() {
+    one_sync_equals_from_scratch(&GraphBackend::Kuzu);
+}
+
+#[test]
+fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server() {
+    if real_cgc().is_none() {
+        return;
+    }
+    let Some(backend) = GraphBackend::falkordb() else {
+        return;
+    };
+    one_sync_equals_from_scratch(&backend);
+}
+
+#[test]
+fn two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_kuzu() {
+    both_orders_equal_from_scratch(&GraphBackend::Kuzu);
+}
+
+#[test]
+fn two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server()
+{
+    if real_cgc().is_none() {
+        return;
+    }
+    let Some(backend) = GraphBackend::falkordb() else {
+        return;
+    };
+    both_orders_equal_from_scratch(&backend);
+}
+
+// ---- The fallback ------------------------------------------------------------
 
 #[test]
 fn a_failed_api_probe_falls_back_to_reconcile_and_says_so() {

@@ -8,6 +8,7 @@ mod claude_code;
 mod config;
 mod deploy;
 mod faults;
+mod graph_backend;
 mod hardening;
 mod incremental;
 mod instance;

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{real_cgc, wait_until, Conn, Sandbox, Service};
+use crate::graph_backend::FalkorServer;
+use crate::support::{real_cgc, strategies_run, wait_until, Conn, Sandbox, Service};
 
 /// A small Python project, indexed by the real CLI in the sandbox's HOME.
 struct Project {
@@ -469,71 +470,13 @@ impl Drop for ForeignWatcher {
     }
 }
 
-/// A FalkorDB server on loopback for the duration of a test.
-struct FalkorServer {
-    script: PathBuf,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl FalkorServer {
-    fn start() -> Option<FalkorServer> {
-        let script = match std::env::var_os("CGC_FRESH_FALKORDB_SERVER_SCRIPT") {
-            Some(path) => PathBuf::from(path),
-            None if std::env::var_os("CGC_FRESH_REQUIRE_REAL_CGC").is_some() => {
-                panic!("CGC_FRESH_FALKORDB_SERVER_SCRIPT is not set")
-            }
-            None => {
-                eprintln!("no FalkorDB server script: skipping");
-                return None;
-            }
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(&script)
-            .arg("start")
-            .arg(port.to_string())
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "falkordb start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(FalkorServer { script, port, dir })
-    }
-}
-
-impl Drop for FalkorServer {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.script)
-            .arg("stop")
-            .arg(self.port.to_string())
-            .arg(self.dir.path())
-            .output();
-    }
-}
-
 #[test]
 fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph() {
     let Some(cgc) = real_cgc() else { return };
     let Some(server) = FalkorServer::start() else {
         return;
     };
-    let env = vec![
-        (
-            "DEFAULT_DATABASE".to_string(),
-            "falkordb-remote".to_string(),
-        ),
-        ("FALKORDB_HOST".to_string(), "127.0.0.1".to_string()),
-        ("FALKORDB_PORT".to_string(), server.port.to_string()),
-    ];
-    let project = Project::with(cgc, env, Vec::new());
+    let project = Project::with(cgc, server.env(), Vec::new());
     project.sandbox.mark_indexed();
     let service = project.service(&[("CGC_FRESHNESS_WATCH", "auto")]);
     let mut conn = harness(&service);
@@ -579,6 +522,22 @@ fn agent_runs_bash(conn: &mut Conn, project: &Project, script: &str) {
     conn.send(json!({"type": "tool_result", "session": "s1", "tool": "bash", "ok": true}));
 }
 
+/// The service with the default strategy, `incremental` (the tests about
+/// syncs in this file name `reconcile`, see `Service::spawn_at`).
+fn incremental_service(project: &Project) -> Service {
+    project.service(&[("CGC_SYNC_STRATEGY", "incremental")])
+}
+
+/// The first sync has no manifest and reconciles; every later one must
+/// have run `incremental` (no silent fallback).
+fn assert_incremental_after_the_first(service: &Service) {
+    let ran = strategies_run(service);
+    assert!(
+        ran.len() >= 2 && ran[0] == "reconcile" && ran[1..].iter().all(|s| s == "incremental"),
+        "{ran:?}"
+    );
+}
+
 /// A first edit synced to `fresh`, so that the manifest exists.
 fn synced_once(project: &Project, service: &Service, conn: &mut Conn) {
     agent_renames(conn, project, "old_name", "first_name");
@@ -588,14 +547,35 @@ fn synced_once(project: &Project, service: &Service, conn: &mut Conn) {
     });
 }
 
+/// The same project on a FalkorDB server of its own (returned with it; the
+/// server stops when dropped), or `None` when there is no real CLI or no
+/// server script (see `FalkorServer::start`).
+fn falkordb_project() -> Option<(FalkorServer, Project)> {
+    let cgc = real_cgc()?;
+    let server = FalkorServer::start()?;
+    let project = Project::with(cgc, server.env(), Vec::new());
+    Some((server, project))
+}
+
 #[test]
 fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh() {
     let Some(cgc) = real_cgc() else { return };
-    let project = Project::new(cgc);
-    let service = project.service(&[]);
+    mv_through_bash_reaches_the_graph(&Project::new(cgc));
+}
+
+#[test]
+fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh_on_a_falkordb_server() {
+    let Some((_server, project)) = falkordb_project() else {
+        return;
+    };
+    mv_through_bash_reaches_the_graph(&project);
+}
+
+fn mv_through_bash_reaches_the_graph(project: &Project) {
+    let service = incremental_service(project);
     let mut conn = harness(&service);
-    synced_once(&project, &service, &mut conn);
-    agent_runs_bash(&mut conn, &project, "mv pkg/beta.py pkg/gamma.py");
+    synced_once(project, &service, &mut conn);
+    agent_runs_bash(&mut conn, project, "mv pkg/beta.py pkg/gamma.py");
     conn.wait_status("possibly_stale");
     conn.wait_status("fresh");
     let compared = &service.log_events("shell_compared")[0];
@@ -606,26 +586,39 @@ fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh() {
         found[0]["path"].as_str().unwrap().ends_with("pkg/gamma.py"),
         "the moved file's function lives in its new path: {found:?}"
     );
+    assert_incremental_after_the_first(&service);
 }
 
 #[test]
 fn a_sed_in_place_through_bash_reaches_the_graph_before_fresh() {
     let Some(cgc) = real_cgc() else { return };
-    let project = Project::new(cgc);
-    let service = project.service(&[]);
+    sed_through_bash_reaches_the_graph(&Project::new(cgc));
+}
+
+#[test]
+fn a_sed_in_place_through_bash_reaches_the_graph_before_fresh_on_a_falkordb_server() {
+    let Some((_server, project)) = falkordb_project() else {
+        return;
+    };
+    sed_through_bash_reaches_the_graph(&project);
+}
+
+fn sed_through_bash_reaches_the_graph(project: &Project) {
+    let service = incremental_service(project);
     let mut conn = harness(&service);
-    synced_once(&project, &service, &mut conn);
+    synced_once(project, &service, &mut conn);
     agent_runs_bash(
         &mut conn,
-        &project,
+        project,
         "sed -i 's/def helper(/def sed_helper(/' pkg/alpha.py",
     );
     conn.wait_status("possibly_stale");
     conn.wait_status("fresh");
     project.assert_graph(&["sed_helper"], &["helper"], "sed -i reached the graph");
+    assert_incremental_after_the_first(&service);
     // A read-only command afterwards changes nothing and syncs nothing.
     let spawns = sync_spawns(&service);
-    agent_runs_bash(&mut conn, &project, "grep -r sed_helper pkg > /dev/null");
+    agent_runs_bash(&mut conn, project, "grep -r sed_helper pkg > /dev/null");
     wait_until("the second comparison", Duration::from_secs(30), || {
         service.log_events("shell_compared").len() >= 2
     });
@@ -638,24 +631,40 @@ fn a_sed_in_place_through_bash_reaches_the_graph_before_fresh() {
 #[test]
 fn an_edit_through_a_symlinked_workspace_path_reaches_the_graph_before_fresh() {
     let Some(cgc) = real_cgc() else { return };
-    let project = Project::new(cgc);
+    symlinked_edit_reaches_the_graph(&Project::new(cgc));
+}
+
+#[test]
+fn an_edit_through_a_symlinked_workspace_path_reaches_the_graph_before_fresh_on_a_falkordb_server()
+{
+    let Some((_server, project)) = falkordb_project() else {
+        return;
+    };
+    symlinked_edit_reaches_the_graph(&project);
+}
+
+fn symlinked_edit_reaches_the_graph(project: &Project) {
     let real = fs::canonicalize(project.sandbox.workspace()).unwrap();
     let link = fs::canonicalize(project.sandbox.root.path())
         .unwrap()
         .join("proj-link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let service = project.service(&[]);
+    let service = incremental_service(project);
     let mut conn = harness(&service);
+    // The first sync reconciles (no manifest yet); the edit under test is
+    // the second, incremental one.
+    synced_once(project, &service, &mut conn);
     let through_link = link.join("pkg/alpha.py");
     let shown = through_link.display().to_string();
     agent_edit(&mut conn, "edit", &shown, || {
-        rename_in(&through_link, "old_name", "linked_name")
+        rename_in(&through_link, "first_name", "linked_name")
     });
     conn.wait_status("possibly_stale");
     conn.wait_status("fresh");
     project.assert_graph(
         &["linked_name"],
-        &["old_name"],
+        &["first_name"],
         "the edit through the link reached the graph",
     );
+    assert_incremental_after_the_first(&service);
 }

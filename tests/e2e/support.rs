@@ -793,6 +793,18 @@ impl FakeCgc {
     }
 }
 
+/// The strategy each sync of `service` ran, in order (as configured, or as
+/// a fallback), from its log.
+pub fn strategies_run(service: &Service) -> Vec<String> {
+    service
+        .log_text()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["event"] == "sync_strategy" || e["event"] == "sync_strategy_fallback")
+        .filter_map(|e| e["strategy"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// The real, pinned `cgc` (`CGC_FRESH_REAL_CGC`), or `None` (and a note)
 /// when it is not installed; a missing CLI fails the test instead when
 /// `CGC_FRESH_REQUIRE_REAL_CGC` is set (the test command sets it).

@@ -29,7 +29,11 @@ is not exact; this is):
    the changed files' nodes, write the changed files' nodes in path order,
    write the selected files' link rows (inheritance-type edges first, then
    calls), reset shared Module metadata from the first importer in path
-   order, purge dangling pathless nodes.
+   order (which of its rows wins depends on the backend:
+   `module_metadata_row`), purge dangling pathless nodes.
+
+Backends: whatever CGC's own database manager opens; tested end to end on
+Kùzu and on a FalkorDB server (`falkordb-remote`).
 
 Output: one line `CGC_FRESH_RESULT {json}` on stdout, last.
 Exit codes: 0 applied everything; 1 failed (the graph may be partial);
@@ -466,6 +470,18 @@ def _is_binder_error(exc):
 
 # -------------------------------------------------------------------- recipe
 
+# Backends whose query reads the graph as it was before the query: in
+# `UNWIND $rows AS row MERGE (m ...) SET m.x = coalesce(m.x, row.x)` every
+# row sees `m.x` unset, so the last row wins (FalkorDB, measured on its
+# server; FalkorDB Lite embeds the same engine). Kùzu applies each row's SET
+# before the next row reads: the first row wins.
+LAST_ROW_WINS_BACKENDS = ("falkordb", "falkordb-remote")
+
+
+def module_metadata_row(backend):
+    """Which of the first importer's rows sets a shared Module's metadata."""
+    return "last_row" if backend in LAST_ROW_WINS_BACKENDS else "first_row"
+
 
 def run_apply(opts, rel_paths, timings):
     from pathlib import Path
@@ -545,8 +561,12 @@ def run_apply(opts, rel_paths, timings):
     csharp_paths = {Path(fd["path"]).resolve().as_posix() for fd in csharp_files}
     timings["resolve_s"] = round(time.monotonic() - t, 3)
 
-    # First importer of each shared Module, in path order (what a
-    # from-scratch index leaves in Module.full_import_name / lang).
+    # What a from-scratch index leaves in a shared Module's
+    # full_import_name / lang: the first importer in path order writes them
+    # (`coalesce(m.x, row.x)` over that file's rows in metadata order), and
+    # which of its rows wins depends on the backend (see
+    # `module_metadata_row`). Both candidates are kept until the database
+    # says which backend it is.
     module_first = {}
     module_defined = set()
     for fd in all_ok:
@@ -573,8 +593,13 @@ def run_apply(opts, rel_paths, timings):
                     "lang": imp.get("lang") or lang,
                 }
             )
+        first_importer = {}
         for row in sort_import_rows_for_metadata(rows):
-            module_first.setdefault(row["name"], (row["full_import_name"], row["lang"]))
+            if row["name"] in module_first:
+                continue
+            values = (row["full_import_name"], row["lang"])
+            first_importer.setdefault(row["name"], {"first_row": values})["last_row"] = values
+        module_first.update(first_importer)
 
     changed = []
     for rel in rel_paths:
@@ -605,6 +630,7 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     t = time.monotonic()
     writer = gb._writer
     driver = gb.driver
+    metadata_row = module_metadata_row(gb.db_manager.get_backend_type())
 
     def read(query, keys, **params):
         with driver.session() as session:
@@ -745,7 +771,7 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
 
     for name in sorted(n for n in touched_modules if n and n not in module_defined):
         if name in module_first:
-            fin, lang = module_first[name]
+            fin, lang = module_first[name][metadata_row]
             write(
                 "MATCH (m:Module {name: $name}) SET m.full_import_name = $fin, m.lang = $lang",
                 name=name,
