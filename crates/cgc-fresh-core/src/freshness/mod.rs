@@ -160,17 +160,21 @@
 //!   dropped with the status.
 
 mod budget;
+mod drift_observer;
 mod epoch;
 mod events;
 mod flight;
 mod ledger;
 mod machine;
+mod messages;
 pub mod notice_text;
+mod notices;
 mod pending_paths;
 mod policy;
 mod probe;
 mod record;
 mod session;
+mod sync_scheduler;
 mod time;
 #[cfg(any(test, feature = "model"))]
 pub mod watcher_model;
