@@ -185,6 +185,8 @@ mod workspace_path;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod simulation;
+#[cfg(test)]
 mod tests;
 
 pub use events::{Effect, Input, SyncOutcome, TreeChanges, WatcherDecline};

@@ -139,6 +139,12 @@ impl Notices {
             .get_mut(&lifetime)
             .map(|entry| entry.ledger.take_held())
     }
+
+    /// Whether `lifetime` has a ledger (for the simulation).
+    #[cfg(test)]
+    pub(crate) fn has_ledger(&self, lifetime: Lifetime) -> bool {
+        self.lifetimes.contains_key(&lifetime)
+    }
 }
 
 fn offer(

@@ -248,6 +248,21 @@ impl SyncScheduler {
             .map(|budget| budget.budget.spawned())
     }
 
+    /// The payer of the running automatic sync (for the simulation).
+    #[cfg(test)]
+    pub(crate) fn running_payer(&self) -> Option<Lifetime> {
+        match self.flight {
+            Slot::Running(flight) => flight.payer,
+            Slot::Idle | Slot::Draining(_) => None,
+        }
+    }
+
+    /// Whether `lifetime` has a budget (for the simulation).
+    #[cfg(test)]
+    pub(crate) fn has_budget(&self, lifetime: Lifetime) -> bool {
+        self.budgets.contains_key(&lifetime)
+    }
+
     fn queued_automatic(&self) -> bool {
         matches!(
             self.queued,
