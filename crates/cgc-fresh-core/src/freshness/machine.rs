@@ -11,11 +11,11 @@
 
 use std::cmp::max;
 
-use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, StateFrame, WatcherFacts};
+use cgc_fresh_proto::{NoticeCondition, StateFrame};
 
 use super::drift_observer::DriftObserver;
 use super::events::{Effect, Input};
-use super::flight::{DrainCause, FlightId, FlightSlot};
+use super::flight::FlightId;
 use super::messages::{Envelope, ToNotices, ToObserver, ToScheduler};
 use super::notice_text;
 use super::notices::Notices;
@@ -169,7 +169,7 @@ impl Freshness {
     /// Whether `session` names a live, attached lifetime (started, not
     /// ended, not detached).
     pub fn is_live(&self, session: &str) -> bool {
-        matches!(self.observer.sessions().known(session), Known::Live(_))
+        self.observer.is_live(session)
     }
 
     /// The live (attached) lifetime of `session`, if any.
@@ -180,16 +180,12 @@ impl Freshness {
     /// The process that owns `session`'s lifetime, if one does (the shell
     /// watches it and reports [`Input::OwnerExited`]).
     pub fn owner(&self, session: &SessionKey) -> Option<OwnerPid> {
-        let sessions = self.observer.sessions();
-        if !sessions.is_current(session) {
-            return None;
-        }
-        sessions.owner(session.lifetime)
+        self.observer.owner(session)
     }
 
     /// Whether any lifetime is still owned by `pid` (else its watch can go).
     pub fn owns_any(&self, pid: OwnerPid) -> bool {
-        !self.observer.sessions().owned_by(pid).is_empty()
+        self.observer.owns_any(pid)
     }
 
     /// Takes the notices offered to `session`'s live lifetime that no
@@ -214,11 +210,7 @@ impl Freshness {
     /// The open connections that carry `session`'s lifetime: a notice for
     /// it counts as delivered only when one of them received it.
     pub fn carriers(&self, session: &SessionKey) -> Vec<ConnectionId> {
-        let sessions = self.observer.sessions();
-        if !sessions.is_current(session) {
-            return Vec::new();
-        }
-        sessions.carriers(session.lifetime).collect()
+        self.observer.carriers(session)
     }
 
     /// Automatic syncs `session` spawned (net of busy refunds); `None` when
@@ -233,7 +225,7 @@ impl Freshness {
     /// Whether a verified watcher owns the workspace's freshness: edits
     /// open no stale episode and no sync is started while it runs.
     pub fn watcher_owns_freshness(&self) -> bool {
-        self.observer.watcher().is_verified()
+        self.observer.watcher_owns_freshness()
     }
 
     /// Whether a `session_start{session}` from `instance` would be taken;
@@ -241,7 +233,7 @@ impl Freshness {
     /// would be another (the input is then ignored: the shell says so to
     /// the client instead of applying it).
     pub fn admits_session(&self, session: &str, instance: &str) -> bool {
-        self.observer.sessions().admits(session, instance)
+        self.observer.admits_session(session, instance)
     }
 
     /// Whether `session` may make its watcher attempt now: it is live, has
@@ -249,90 +241,26 @@ impl Freshness {
     /// declined attempt is not retried), and no watcher runs for the
     /// workspace. An attempt reported when this is false is ignored.
     pub fn watcher_attempt_allowed(&self, session: &SessionKey) -> bool {
-        self.observer.attempt_opener(session).is_some()
+        self.observer.watcher_attempt_allowed(session)
     }
 
     /// The workspace-relative paths the running flight `id` took (what its
     /// sync must cover), sorted; `None` when they are not known file by file
     /// (the whole-workspace marker) or `id` is not the running flight.
     pub fn flight_paths(&self, id: FlightId) -> Option<Vec<String>> {
-        match self.observer.flight() {
-            FlightSlot::Running(flight)
-                if flight.id == id && !flight.paths.is_whole_workspace() =>
-            {
-                Some(flight.paths.paths().map(str::to_string).collect())
-            }
-            _ => None,
-        }
+        self.observer.flight_paths(id)
     }
 
     /// The state frame this machine can fill in. The backend is not known
     /// here; the shell adds it.
     pub fn state_frame(&self) -> StateFrame {
-        let record = self.observer.record();
-        StateFrame {
-            workspace: self.policy().workspace_root.clone(),
-            status: record.status,
-            last_synced_at: record.last_synced_at.map(Millis::get),
-            stale_since: record.stale_since.map(Millis::get),
-            last_error: record.last_error.clone(),
-            edit_epoch: record.edit_epoch,
-            syncing: matches!(self.observer.flight(), FlightSlot::Running(_)),
-            watcher: record.watcher.as_ref().map(|watcher| WatcherFacts {
-                mode: watcher.mode.clone(),
-                state: watcher.state.clone(),
-                pid: watcher.pid,
-                since: watcher.since.map(Millis::get),
-            }),
-            backend: None,
-            detail: self.detail(),
-            warnings: Vec::new(),
-        }
-    }
-
-    fn detail(&self) -> Option<String> {
-        let watcher = self.observer.watcher();
-        let queued = self.scheduler.has_queued();
-        match self.observer.flight() {
-            FlightSlot::Running(flight) => Some(match flight.pid {
-                Some(pid) => format!("sync {} running (pid {pid})", flight.id.get()),
-                None => format!("sync {} starting", flight.id.get()),
-            }),
-            FlightSlot::Draining(id, DrainCause::Cancelled) => {
-                Some(format!("sync {} cancelled, stopping", id.get()))
-            }
-            FlightSlot::Draining(id, DrainCause::Superseded) => Some(format!(
-                "sync {} superseded by the watcher, finishing",
-                id.get()
-            )),
-            FlightSlot::Idle if self.observer.deferred_claim() => Some(
-                "synced; fresh once the changes of a running shell command are compared"
-                    .to_string(),
-            ),
-            FlightSlot::Idle if queued && watcher.is_verifying() => {
-                Some("a sync waits for the watcher's verification".to_string())
-            }
-            FlightSlot::Idle if queued => Some("a sync is queued".to_string()),
-            FlightSlot::Idle if watcher.is_verified() && self.observer.awaiting_count() > 0 => {
-                Some(format!(
-                    "the watcher has not yet applied {} edited file(s)",
-                    self.observer.awaiting_count()
-                ))
-            }
-            FlightSlot::Idle
-                if self.observer.is_restored()
-                    && self.observer.record().status == FreshnessStatus::Unknown =>
-            {
-                Some("restored from disk; unknown until a sync completes".to_string())
-            }
-            FlightSlot::Idle => None,
-        }
+        self.observer.state_frame(self.scheduler.has_queued())
     }
 }
 
 /// Which sub-machine an input from the shell goes to: runner reports to the
 /// scheduler, deliveries to the notices, everything else to the observer.
-pub(crate) fn route(input: Input) -> Envelope {
+pub fn route(input: Input) -> Envelope {
     match input {
         Input::SyncBusy { .. }
         | Input::SyncDeclined { .. }

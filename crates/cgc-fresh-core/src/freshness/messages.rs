@@ -22,7 +22,7 @@ use super::time::Millis;
 
 /// Where a message goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Envelope {
+pub enum Envelope {
     Observer(ToObserver),
     Scheduler(ToScheduler),
     Notices(ToNotices),
@@ -32,7 +32,7 @@ pub(crate) enum Envelope {
 
 /// What the drift observer receives.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ToObserver {
+pub enum ToObserver {
     /// A harness event, a probe's answer, a watcher report or a wake-up.
     Input(Input),
     /// The scheduler started sync `flight`, deciding on `from_epoch` (the
@@ -67,14 +67,14 @@ pub(crate) enum ToObserver {
 
 /// How a sync that occupied the workspace ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Ending {
+pub enum Ending {
     Declined(String),
     Outcome(super::events::SyncOutcome),
 }
 
 /// What the sync scheduler receives.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ToScheduler {
+pub enum ToScheduler {
     /// A runner report (`SyncBusy`, `SyncDeclined`, `SyncStrategyFellBack`,
     /// `SyncSpawned`, `SyncFinished`).
     Input(Input),
@@ -123,25 +123,25 @@ pub(crate) enum ToScheduler {
 
 /// The observer's answer to "may a due automatic sync start?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Gate {
+pub struct Gate {
     /// The edit epoch now: a sync started on it claims `fresh` only if it
     /// is still the epoch when the sync succeeds.
-    pub(crate) epoch: u64,
+    pub epoch: u64,
     /// An observed edit or a shell command is still within its settle
     /// window.
-    pub(crate) unsettled: bool,
+    pub unsettled: bool,
     /// When every such edit and command will have settled at the latest.
-    pub(crate) settled_by: Option<Millis>,
+    pub settled_by: Option<Millis>,
     /// An answer is awaited that decides whether a sync is needed: a
     /// watcher being verified, or a tree comparison.
-    pub(crate) awaiting_answer: bool,
+    pub awaiting_answer: bool,
     /// A verified watcher owns freshness: nothing starts.
-    pub(crate) watcher_verified: bool,
+    pub watcher_verified: bool,
 }
 
 /// What the notices machine receives.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ToNotices {
+pub enum ToNotices {
     /// A lifetime began: it gets a ledger.
     LifetimeOpened {
         session: SessionKey,
@@ -173,7 +173,7 @@ pub(crate) enum ToNotices {
 
 /// Who a notice is offered to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Audience {
+pub enum Audience {
     /// One lifetime (attached or detached).
     One(Lifetime),
     /// Every attached lifetime: a sync's or the watcher's outcome concerns
@@ -184,7 +184,7 @@ pub(crate) enum Audience {
 /// A notice's text. The staleness notice is offered on every edit and
 /// almost always already offered, so it is formatted only when due.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum OfferText {
+pub enum OfferText {
     Ready(String),
     PossiblyStale { tool: String, auto_sync: bool },
 }

@@ -189,9 +189,14 @@ mod simulation;
 #[cfg(test)]
 mod tests;
 
+pub use drift_observer::DriftObserver;
 pub use events::{Effect, Input, SyncOutcome, TreeChanges, WatcherDecline};
 pub use flight::FlightId;
-pub use machine::{Freshness, TakenNotice};
+pub use machine::{route, Freshness, TakenNotice};
+pub use messages::{
+    Audience, Ending, Envelope, Gate, OfferText, ToNotices, ToObserver, ToScheduler,
+};
+pub use notices::{Held, Notices};
 pub use pending_paths::{PendingPaths, MAX_PENDING_PATHS, MAX_PENDING_PATH_BYTES};
 pub use policy::{
     FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MIN_SYNC_GAP_MS,
@@ -202,5 +207,6 @@ pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RE
 pub use session::{
     ConnectionId, Lifetime, OwnerPid, SessionKey, MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS,
 };
+pub use sync_scheduler::SyncScheduler;
 pub use time::Millis;
 pub use workspace_path::{PathPlacement, WorkspaceRoot};

@@ -20,7 +20,7 @@ use super::session::{Lifetime, SessionKey};
 
 /// The ledgers of the live (attached or detached) lifetimes.
 #[derive(Debug, Clone)]
-pub(crate) struct Notices {
+pub struct Notices {
     workspace_root: String,
     lifetimes: BTreeMap<Lifetime, NoticeEntry>,
 }
@@ -33,22 +33,22 @@ struct NoticeEntry {
 }
 
 /// A held notice, as [`Notices::take_held`] returns it.
-pub(crate) type Held = Vec<(cgc_fresh_proto::NoticeCondition, String)>;
+pub type Held = Vec<(cgc_fresh_proto::NoticeCondition, String)>;
 
 impl Notices {
-    pub(crate) fn new(workspace_root: &str) -> Self {
+    pub fn new(workspace_root: &str) -> Self {
         Notices {
             workspace_root: workspace_root.to_string(),
             lifetimes: BTreeMap::new(),
         }
     }
 
-    pub(crate) fn set_workspace_root(&mut self, workspace_root: &str) {
+    pub fn set_workspace_root(&mut self, workspace_root: &str) {
         self.workspace_root = workspace_root.to_string();
     }
 
     /// Applies one message; returns the notices to show.
-    pub(crate) fn handle(&mut self, message: ToNotices) -> Vec<Effect> {
+    pub fn handle(&mut self, message: ToNotices) -> Vec<Effect> {
         let mut out = Vec::new();
         match message {
             ToNotices::LifetimeOpened { session } => {
@@ -134,7 +134,7 @@ impl Notices {
     }
 
     /// Takes the held notices of `lifetime`; they count as delivered.
-    pub(crate) fn take_held(&mut self, lifetime: Lifetime) -> Option<Held> {
+    pub fn take_held(&mut self, lifetime: Lifetime) -> Option<Held> {
         self.lifetimes
             .get_mut(&lifetime)
             .map(|entry| entry.ledger.take_held())

@@ -29,7 +29,7 @@ use super::time::Millis;
 
 /// The sync scheduler of one workspace.
 #[derive(Debug, Clone)]
-pub(crate) struct SyncScheduler {
+pub struct SyncScheduler {
     policy: FreshnessPolicy,
     queued: Option<QueuedSync>,
     flight: Slot,
@@ -81,7 +81,7 @@ struct RunningSync {
 impl SyncScheduler {
     /// `generation`: the last flight id of the (restored) record;
     /// `edit_epoch` its epoch; `unpaid_drift`: it had pending work.
-    pub(crate) fn new(
+    pub fn new(
         policy: FreshnessPolicy,
         generation: u64,
         edit_epoch: u64,
@@ -107,7 +107,7 @@ impl SyncScheduler {
 
     /// Applies a reloaded policy: turning `autoSync` off drops a queued
     /// automatic sync (a running one finishes).
-    pub(crate) fn set_policy(&mut self, policy: FreshnessPolicy) {
+    pub fn set_policy(&mut self, policy: FreshnessPolicy) {
         self.policy = policy;
         if !self.policy.auto_sync && self.queued_automatic() {
             self.queued = None;
@@ -115,7 +115,7 @@ impl SyncScheduler {
     }
 
     /// Applies one message at `now`.
-    pub(crate) fn handle(&mut self, now: Millis, message: ToScheduler) -> Vec<Envelope> {
+    pub fn handle(&mut self, now: Millis, message: ToScheduler) -> Vec<Envelope> {
         let mut out = Vec::new();
         match message {
             ToScheduler::Input(input) => self.runner_report(now, input, &mut out),
@@ -211,7 +211,7 @@ impl SyncScheduler {
     /// arrives before; `None` while nothing waits on time (idle, a sync is
     /// running — its report will come — or an automatic sync waits for an
     /// answer that will come).
-    pub(crate) fn next_deadline(&self) -> Option<Millis> {
+    pub fn next_deadline(&self) -> Option<Millis> {
         if self.flight != Slot::Idle {
             return None;
         }
@@ -228,7 +228,7 @@ impl SyncScheduler {
     }
 
     /// The sync occupying the workspace (running, or draining).
-    pub(crate) fn current_flight(&self) -> Option<FlightId> {
+    pub fn current_flight(&self) -> Option<FlightId> {
         match self.flight {
             Slot::Idle => None,
             Slot::Running(flight) => Some(flight.id),
@@ -237,7 +237,7 @@ impl SyncScheduler {
     }
 
     /// Whether a sync is queued.
-    pub(crate) fn has_queued(&self) -> bool {
+    pub fn has_queued(&self) -> bool {
         self.queued.is_some()
     }
 
