@@ -260,19 +260,6 @@ impl DriftObserver {
         self.sessions.carriers(session.lifetime).collect()
     }
 
-    /// Every attached lifetime with the connections that carry it (what
-    /// the notices actor counts deliveries on).
-    pub fn carriers_table(&self) -> Vec<(SessionKey, Vec<ConnectionId>)> {
-        self.sessions
-            .live_names()
-            .filter_map(|name| self.current_lifetime(name))
-            .map(|key| {
-                let carriers = self.sessions.carriers(key.lifetime).collect();
-                (key, carriers)
-            })
-            .collect()
-    }
-
     /// Whether a `session_start{session}` from `instance` would be taken
     /// (see [`crate::freshness::Freshness::admits_session`]).
     pub fn admits_session(&self, session: &str, instance: &str) -> bool {
@@ -517,6 +504,7 @@ impl DriftObserver {
                 }
                 out.push(Envelope::Scheduler(ToScheduler::SyncRequested {
                     requester,
+                    epoch: self.record.edit_epoch,
                 }));
                 true
             }

@@ -99,8 +99,14 @@ pub enum ToScheduler {
     InheritDrift { payer: Lifetime, due_at: Millis },
     /// Drift no live session pays for (an edit under an ended name).
     DriftUnpaid,
-    /// A person asked for a sync; it is due at once.
-    SyncRequested { requester: Option<Lifetime> },
+    /// A person asked for a sync; it is due at once — unless the running
+    /// sync started from `epoch` with every edit settled (it covers them
+    /// all), which the request then joins. The observer joins such
+    /// requests itself; this covers one that crossed the start.
+    SyncRequested {
+        requester: Option<Lifetime>,
+        epoch: u64,
+    },
     /// A watcher was verified: nothing queued runs, a running sync drains.
     WatcherTookOver,
     /// The verified watcher of `owner` died: with `queue_at` an automatic

@@ -74,6 +74,9 @@ struct RunningSync {
     /// The session paying for an automatic sync; `None` for a manual one.
     payer: Option<Lifetime>,
     from_epoch: u64,
+    /// Whether an edit or a shell command was still settling when it was
+    /// decided (as the observer last said).
+    unsettled_at_start: bool,
     /// Whether the payer's slot was consumed (at spawn).
     slot_consumed: bool,
 }
@@ -163,7 +166,14 @@ impl SyncScheduler {
                 }
             }
             ToScheduler::DriftUnpaid => self.unpaid_drift = true,
-            ToScheduler::SyncRequested { requester } => {
+            ToScheduler::SyncRequested { requester, epoch } => {
+                if let Slot::Running(flight) = self.flight {
+                    if flight.from_epoch == epoch && !flight.unsettled_at_start {
+                        // The running sync covers every edit the requester
+                        // could know of.
+                        return out;
+                    }
+                }
                 self.queued = Some(QueuedSync {
                     due_at: now,
                     kind: SyncKind::Manual { requester },
@@ -417,6 +427,7 @@ impl SyncScheduler {
             id,
             payer,
             from_epoch,
+            unsettled_at_start: self.gate.unsettled,
             slot_consumed: false,
         });
         out.push(Envelope::Observer(ToObserver::SyncStarted {

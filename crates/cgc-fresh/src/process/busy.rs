@@ -6,6 +6,9 @@ use std::path::Path;
 
 use super::proc_info::{describe_process, lock_candidates, probe_write_lock};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "sync_runner";
+
 /// The first process holding a write lock on one of CGC's candidate
 /// database files for this workspace, described; `None` when all are free
 /// (or none exists yet).
@@ -18,12 +21,14 @@ pub fn find_lock_holder(workspace: &Path, home: &Path, global_args: &[String]) -
                     .pid
                     .map(describe_process)
                     .unwrap_or_else(|| "a process in another namespace".into());
-                tracing::info!(event = "lock_probe", path = %path.display(), held = true, holder = %who);
+                tracing::info!(component = COMPONENT, event = "lock_probe", path = %path.display(), held = true, holder = %who);
                 return Some(who);
             }
-            Ok(None) => tracing::debug!(event = "lock_probe", path = %path.display(), held = false),
+            Ok(None) => {
+                tracing::debug!(component = COMPONENT, event = "lock_probe", path = %path.display(), held = false)
+            }
             Err(error) => {
-                tracing::warn!(event = "lock_probe_failed", path = %path.display(), error = %error)
+                tracing::warn!(component = COMPONENT, event = "lock_probe_failed", path = %path.display(), error = %error)
             }
         }
     }

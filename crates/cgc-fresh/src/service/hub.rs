@@ -17,6 +17,9 @@ use cgc_fresh_proto::{encode_server_frame, Envelope, ServerFrame};
 use super::messages::{ConnId, Offer, Outlet};
 use super::outbox::FrameKind;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "notices";
+
 #[derive(Default)]
 pub struct NoticeHub {
     subscribers: BTreeMap<ConnId, Outlet>,
@@ -27,6 +30,7 @@ impl NoticeHub {
         let conn = to.conn;
         self.subscribers.insert(conn, to);
         tracing::info!(
+            component = COMPONENT,
             event = "subscribed",
             conn,
             subscribers = self.subscribers.len()
@@ -36,6 +40,7 @@ impl NoticeHub {
     pub fn unsubscribe(&mut self, conn: ConnId) {
         if self.subscribers.remove(&conn).is_some() {
             tracing::info!(
+                component = COMPONENT,
                 event = "unsubscribed",
                 conn,
                 subscribers = self.subscribers.len()

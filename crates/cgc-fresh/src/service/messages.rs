@@ -9,6 +9,9 @@ use cgc_fresh_proto::{encode_server_frame, ClientFrame, Envelope, RequestId, Ser
 
 use super::outbox::{admit_notice, Admission, FrameKind, Outbox};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "connection";
+
 /// Identifies one client connection for the life of the service.
 pub type ConnId = u64;
 
@@ -73,6 +76,7 @@ impl Outlet {
                 Admission::OverCap => {
                     if self.outbox.close() {
                         tracing::warn!(
+                            component = COMPONENT,
                             event = "notice_not_queued",
                             conn = self.conn,
                             queued_bytes = self.outbox.queued(),
@@ -182,3 +186,21 @@ pub enum ShutdownReason {
 #[derive(Message, Clone)]
 #[rtype(result = "()")]
 pub struct ConfigChanged(pub std::sync::Arc<crate::config_load::LoadedConfig>);
+
+/// A message of the core's `DriftObserver` sub-machine, for the
+/// `DriftObserverActor` (from the `SyncSchedulerActor`, or its own wake-up).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ObserverMail(pub cgc_fresh_core::freshness::ToObserver);
+
+/// A message of the core's `SyncScheduler` sub-machine, for the
+/// `SyncSchedulerActor` (from the `DriftObserverActor`).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct SchedulerMail(pub cgc_fresh_core::freshness::ToScheduler);
+
+/// A message of the core's `Notices` sub-machine, for the `NoticesActor`
+/// (from the drift observer or the scheduler).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct NoticesMail(pub cgc_fresh_core::freshness::ToNotices);

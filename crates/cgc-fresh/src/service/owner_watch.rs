@@ -23,6 +23,9 @@ use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "drift_observer";
+
 /// The owner `pid` exited.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
@@ -62,7 +65,7 @@ pub fn watch(pid: u32, to: Recipient<OwnerGone>) -> io::Result<tokio::task::Join
         // is read the same way: the lifetime must not outlive a watch that
         // can no longer tell.
         if let Err(error) = fd.readable().await {
-            tracing::warn!(event = "owner_watch_failed", pid, error = %error);
+            tracing::warn!(component = COMPONENT, event = "owner_watch_failed", pid, error = %error);
         }
         to.do_send(OwnerGone { pid });
     }))
