@@ -21,8 +21,8 @@ use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
 use cgc_fresh_core::freshness::{
     DriftObserver, Effect, Envelope as CoreEnvelope, FlightId, FreshnessPolicy, FreshnessRecord,
-    Input, Millis, ProbeId, SyncOutcome, SyncScheduler, ToObserver, TreeChanges, WatcherDecline,
-    MAX_LIVE_SESSIONS,
+    Input, Millis, ProbeId, SyncOutcome, SyncScheduler, ToNotices, ToObserver, ToScheduler,
+    TreeChanges, WatcherDecline, MAX_LIVE_SESSIONS,
 };
 use cgc_fresh_core::manifest_diff::changed_paths;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
@@ -64,6 +64,12 @@ pub struct DriftObserverActor {
     notices: Option<Addr<NoticesActor>>,
     /// Whether the scheduler has a sync queued (the state's `detail`).
     scheduler_queued: bool,
+    /// What the sub-machine told the scheduler and the notices this turn
+    /// of the event loop, sent at its end (`flush_mail`) — or before any
+    /// other message to those actors, so that the order is kept.
+    scheduler_mail: Vec<ToScheduler>,
+    notices_mail: Vec<ToNotices>,
+    mail_flush_scheduled: bool,
     runner: Option<Addr<SyncRunner>>,
     watcher: Option<Addr<WatcherSupervisor>>,
     detector: Option<Addr<BackendDetector>>,
@@ -192,6 +198,9 @@ impl DriftObserverActor {
             scheduler: None,
             notices: None,
             scheduler_queued: false,
+            scheduler_mail: Vec::new(),
+            notices_mail: Vec::new(),
+            mail_flush_scheduled: false,
             runner: None,
             watcher: None,
             detector: None,
@@ -336,16 +345,8 @@ impl DriftObserverActor {
                 for envelope in sent {
                     match envelope {
                         CoreEnvelope::Shell(effect) => self.carry_out(effect),
-                        CoreEnvelope::Scheduler(message) => {
-                            if let Some(scheduler) = &self.scheduler {
-                                scheduler.do_send(SchedulerMail(message));
-                            }
-                        }
-                        CoreEnvelope::Notices(message) => {
-                            if let Some(notices) = &self.notices {
-                                notices.do_send(NoticesMail(message));
-                            }
-                        }
+                        CoreEnvelope::Scheduler(message) => self.scheduler_mail.push(message),
+                        CoreEnvelope::Notices(message) => self.notices_mail.push(message),
                         CoreEnvelope::Observer(message) => queue.push(message),
                     }
                 }
@@ -361,7 +362,36 @@ impl DriftObserverActor {
         for pid in std::mem::take(&mut self.owners_to_watch) {
             self.watch_owner(pid, ctx);
         }
+        self.schedule_mail_flush(ctx);
         self.schedule_state_flush(ctx);
+    }
+
+    fn schedule_mail_flush(&mut self, ctx: &mut Context<Self>) {
+        if self.mail_flush_scheduled
+            || (self.scheduler_mail.is_empty() && self.notices_mail.is_empty())
+        {
+            return;
+        }
+        self.mail_flush_scheduled = true;
+        ctx.spawn(actix::fut::ready(()).map(|_, act: &mut Self, _| act.flush_mail()));
+    }
+
+    /// Sends what the scheduler and the notices were told since the last
+    /// flush, one message each.
+    fn flush_mail(&mut self) {
+        self.mail_flush_scheduled = false;
+        if !self.scheduler_mail.is_empty() {
+            let mail = std::mem::take(&mut self.scheduler_mail);
+            if let Some(scheduler) = &self.scheduler {
+                scheduler.do_send(SchedulerMail(mail));
+            }
+        }
+        if !self.notices_mail.is_empty() {
+            let mail = std::mem::take(&mut self.notices_mail);
+            if let Some(notices) = &self.notices {
+                notices.do_send(NoticesMail(mail));
+            }
+        }
     }
 
     /// Tells the notices actor which connections carry the live lifetime
@@ -371,6 +401,7 @@ impl DriftObserverActor {
             return;
         };
         let carriers = self.machine.carriers(&session);
+        self.flush_mail();
         if let Some(notices) = &self.notices {
             notices.do_send(CarriersOf { session, carriers });
         }
@@ -528,6 +559,7 @@ impl DriftObserverActor {
                 edit_epoch = state.edit_epoch
             );
         }
+        self.flush_mail();
         if let Some(notices) = &self.notices {
             notices.do_send(PushState(Envelope::new(ServerFrame::State(state))));
         }
@@ -854,6 +886,7 @@ impl Handler<FromClient> for DriftObserverActor {
             }
             ClientFrame::Config => reply(&reply_to, id, ServerFrame::Config(self.config_frame())),
             ClientFrame::Subscribe => {
+                self.flush_mail();
                 if let Some(notices) = &self.notices {
                     notices.do_send(Subscribe(reply_to.clone()));
                 }
@@ -969,6 +1002,8 @@ impl Handler<FromClient> for DriftObserverActor {
                 self.end_session(shutdown.session, ctx);
             }
             ClientFrame::TakeNotices(take) => {
+                // What this session was offered before comes first.
+                self.flush_mail();
                 match (self.machine.current_lifetime(&take.session), &self.notices) {
                     (Some(session), Some(notices)) => notices.do_send(TakeHeld {
                         session,
@@ -1084,6 +1119,7 @@ impl Handler<ConnectionClosed> for DriftObserverActor {
     fn handle(&mut self, msg: ConnectionClosed, ctx: &mut Self::Context) {
         self.clients = self.clients.saturating_sub(1);
         self.arm_idle_exit(ctx);
+        self.flush_mail();
         if let Some(notices) = &self.notices {
             notices.do_send(Unsubscribe(msg.conn));
         }
@@ -1233,6 +1269,7 @@ impl Handler<ConfigChanged> for DriftObserverActor {
         self.config = msg.0;
         let policy = policy(&self.config.settings, &self.workspace);
         self.machine.set_policy(policy.clone());
+        self.flush_mail();
         if let Some(scheduler) = &self.scheduler {
             scheduler.do_send(SchedulerPolicy(policy));
         }

@@ -193,14 +193,16 @@ pub struct ConfigChanged(pub std::sync::Arc<crate::config_load::LoadedConfig>);
 #[rtype(result = "()")]
 pub struct ObserverMail(pub cgc_fresh_core::freshness::ToObserver);
 
-/// A message of the core's `SyncScheduler` sub-machine, for the
-/// `SyncSchedulerActor` (from the `DriftObserverActor`).
+/// Messages of the core's `SyncScheduler` sub-machine, in the order they
+/// were sent, for the `SyncSchedulerActor` (from the `DriftObserverActor`,
+/// which sends what one turn of its event loop produced at once: a flood
+/// of edits costs one mailbox message per turn, not several per edit).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct SchedulerMail(pub cgc_fresh_core::freshness::ToScheduler);
+pub struct SchedulerMail(pub Vec<cgc_fresh_core::freshness::ToScheduler>);
 
-/// A message of the core's `Notices` sub-machine, for the `NoticesActor`
-/// (from the drift observer or the scheduler).
+/// Messages of the core's `Notices` sub-machine, in the order they were
+/// sent, for the `NoticesActor` (from the drift observer or the scheduler).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct NoticesMail(pub cgc_fresh_core::freshness::ToNotices);
+pub struct NoticesMail(pub Vec<cgc_fresh_core::freshness::ToNotices>);

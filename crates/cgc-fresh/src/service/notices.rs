@@ -78,17 +78,19 @@ impl Actor for NoticesActor {
 impl Handler<NoticesMail> for NoticesActor {
     type Result = ();
     fn handle(&mut self, msg: NoticesMail, _: &mut Self::Context) {
-        tracing::debug!(component = COMPONENT, event = "message", message = ?msg.0);
-        if let ToNotices::LifetimeClosed {
-            lifetime,
-            detached: false,
-        } = &msg.0
-        {
-            self.carriers
-                .retain(|session, _| session.lifetime != *lifetime);
-        }
-        for effect in self.notices.handle(msg.0) {
-            self.push(effect);
+        for message in msg.0 {
+            tracing::trace!(component = COMPONENT, event = "message", message = ?message);
+            if let ToNotices::LifetimeClosed {
+                lifetime,
+                detached: false,
+            } = &message
+            {
+                self.carriers
+                    .retain(|session, _| session.lifetime != *lifetime);
+            }
+            for effect in self.notices.handle(message) {
+                self.push(effect);
+            }
         }
     }
 }

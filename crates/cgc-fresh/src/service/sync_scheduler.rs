@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::freshness::{
-    Effect, Envelope, FreshnessPolicy, Input, Millis, SyncScheduler, ToObserver, ToScheduler,
+    Effect, Envelope, FreshnessPolicy, Input, Millis, SyncScheduler, ToNotices, ToObserver,
+    ToScheduler,
 };
 
 use super::drift_observer::{now, CarryOut, DriftObserverActor, SchedulerQueued, SyncNoted};
@@ -51,10 +52,28 @@ impl SyncSchedulerActor {
         }
     }
 
-    /// Hands `message` to the sub-machine and sends on what it decides.
-    fn deliver(&mut self, message: ToScheduler, ctx: &mut Context<Self>) {
-        tracing::debug!(component = COMPONENT, event = "message", message = ?message);
-        for envelope in self.scheduler.handle(now(), message) {
+    /// Hands `messages` to the sub-machine, in order, and sends on what it
+    /// decides.
+    fn deliver(&mut self, messages: Vec<ToScheduler>, ctx: &mut Context<Self>) {
+        let mut to_notices = Vec::new();
+        for message in messages {
+            tracing::trace!(component = COMPONENT, event = "message", message = ?message);
+            let sent = self.scheduler.handle(now(), message);
+            self.send_on(sent, &mut to_notices);
+        }
+        if !to_notices.is_empty() {
+            self.notices.do_send(NoticesMail(to_notices));
+        }
+        let queued = self.scheduler.has_queued();
+        if queued != self.queued {
+            self.queued = queued;
+            self.observer.do_send(SchedulerQueued(queued));
+        }
+        self.rearm_wake(ctx);
+    }
+
+    fn send_on(&mut self, sent: Vec<Envelope>, to_notices: &mut Vec<ToNotices>) {
+        for envelope in sent {
             match envelope {
                 Envelope::Observer(message) => {
                     if let ToObserver::SyncStarted {
@@ -76,7 +95,7 @@ impl SyncSchedulerActor {
                     }
                     self.observer.do_send(ObserverMail(message));
                 }
-                Envelope::Notices(message) => self.notices.do_send(NoticesMail(message)),
+                Envelope::Notices(message) => to_notices.push(message),
                 Envelope::Shell(effect) => {
                     if let Effect::CancelSync { flight } = &effect {
                         tracing::info!(
@@ -95,12 +114,6 @@ impl SyncSchedulerActor {
                 }
             }
         }
-        let queued = self.scheduler.has_queued();
-        if queued != self.queued {
-            self.queued = queued;
-            self.observer.do_send(SchedulerQueued(queued));
-        }
-        self.rearm_wake(ctx);
     }
 
     /// Keeps exactly one one-shot timer armed for the scheduler's next
@@ -165,7 +178,7 @@ impl Handler<SyncReport> for SyncSchedulerActor {
             },
             SyncEvent::Strategy { .. } => return,
         };
-        self.deliver(ToScheduler::Input(input), ctx);
+        self.deliver(vec![ToScheduler::Input(input)], ctx);
     }
 }
 
