@@ -232,7 +232,12 @@ impl SyncRunner {
 
     /// The process holding CGC's database, if any (see `process::busy`).
     fn lock_holder(&self) -> Option<String> {
-        find_lock_holder(&self.workspace, &self.home, &self.settings.cgc.global_args)
+        find_lock_holder(
+            &self.workspace,
+            &self.home,
+            &self.settings.cgc.global_args,
+            COMPONENT,
+        )
     }
 
     fn indexed_by_marker(&self) -> bool {

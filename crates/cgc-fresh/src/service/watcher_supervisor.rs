@@ -248,9 +248,12 @@ impl WatcherSupervisor {
             }
             return;
         }
-        if let Some(holder) =
-            find_lock_holder(&self.workspace, &self.home, &self.settings.cgc.global_args)
-        {
+        if let Some(holder) = find_lock_holder(
+            &self.workspace,
+            &self.home,
+            &self.settings.cgc.global_args,
+            COMPONENT,
+        ) {
             self.report(&session, WatcherEvent::Busy { holder });
             return;
         }
