@@ -4,7 +4,7 @@
 //! what is queued for the client: its own
 //! writer over an [`OutQueue`], so that what waits for a client is counted
 //! and bounded (`outbox.rs` has the rules and why). Every decoded frame goes
-//! to the workspace actor with an [`Outlet`] for the reply; bad input is
+//! to the drift observer actor with an [`Outlet`] for the reply; bad input is
 //! answered with an `error` frame and the connection keeps serving, except
 //! an over-long line, after which the stream cannot be re-synchronised and
 //! the connection is closed.

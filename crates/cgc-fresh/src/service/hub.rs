@@ -1,8 +1,8 @@
 //! The notice hub: the set of subscribed connections, and delivery of
 //! pushed `state` and `notice` frames to them.
 //!
-//! It is a part of the workspace actor rather than an actor of its own so
-//! that delivery is counted synchronously: the one-time notice ledger only
+//! It is a part of the notices actor (`notices.rs`), which owns the
+//! ledgers, so that delivery is counted synchronously: the one-time notice ledger only
 //! burns a notice that reached at least one person's connection. "Reached"
 //! means queued to a live connection within its bound (`outbox.rs`): a
 //! connection being disconnected for not reading, or one a notice would

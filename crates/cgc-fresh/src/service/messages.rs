@@ -123,7 +123,7 @@ pub struct Peer {
     pub uid: u32,
 }
 
-/// A decoded harness frame for the workspace actor, with where to answer.
+/// A decoded harness frame for the drift observer actor, with where to answer.
 /// Everything that touches freshness goes through one mailbox, so a
 /// connection's replies come back in the order its requests went out.
 #[derive(Message)]

@@ -7,7 +7,7 @@
 //! on it — no polling, no timer. A pidfd also pins the process's identity:
 //! a pid reused after the exit is never mistaken for the owner.
 //!
-//! Each watch is one task that tells the workspace actor once, then ends;
+//! Each watch is one task that tells the drift observer actor once, then ends;
 //! the actor aborts it when no lifetime is owned by that pid any more. The
 //! number of watches is bounded by the live lifetimes.
 

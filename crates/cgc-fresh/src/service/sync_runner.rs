@@ -77,7 +77,8 @@ pub struct UseSettings(pub Settings);
 #[rtype(result = "()")]
 pub struct ForgetSession(pub SessionKey);
 
-/// What happened to a flight, for the workspace actor.
+/// What happened to a flight, for the sync scheduler actor (which passes it
+/// on to the drift observer).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct SyncReport {

@@ -80,7 +80,7 @@ pub struct SessionGone {
 #[rtype(result = "()")]
 pub struct WatcherSettings(pub Settings);
 
-/// What happened, for the workspace actor (and from there the machine).
+/// What happened, for the drift observer actor (and from there its sub-machine).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct WatcherReport {
