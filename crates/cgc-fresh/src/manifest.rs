@@ -46,6 +46,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::atomic_file::write_atomically;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "drift_observer";
+
 /// The manifest's file name in the state directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// The most files a manifest records; a larger tree is "too large".
@@ -198,7 +201,7 @@ pub fn compare(root: &Path, reference: &Manifest, limit: usize) -> Option<Vec<St
         Ok(Walked::Files(now)) => Some(changed_paths(recorded, &now)),
         Ok(Walked::TooLarge) => None,
         Err(error) => {
-            tracing::warn!(event = "manifest_walk_failed", error = %error);
+            tracing::warn!(component = COMPONENT, event = "manifest_walk_failed", error = %error);
             None
         }
     }
@@ -376,7 +379,7 @@ pub fn load(path: &Path) -> Option<Manifest> {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return None,
         Err(error) => {
-            tracing::warn!(event = "manifest_unreadable", path = %path.display(), error = %error);
+            tracing::warn!(component = COMPONENT, event = "manifest_unreadable", path = %path.display(), error = %error);
             return None;
         }
     };
@@ -406,11 +409,11 @@ pub fn load(path: &Path) -> Option<Manifest> {
             })
         }),
         Ok(disk) => {
-            tracing::warn!(event = "manifest_unreadable", path = %path.display(), error = "unknown version", version = disk.version);
+            tracing::warn!(component = COMPONENT, event = "manifest_unreadable", path = %path.display(), error = "unknown version", version = disk.version);
             None
         }
         Err(error) => {
-            tracing::warn!(event = "manifest_unreadable", path = %path.display(), error = %error);
+            tracing::warn!(component = COMPONENT, event = "manifest_unreadable", path = %path.display(), error = %error);
             None
         }
     }

@@ -55,13 +55,13 @@ pub(crate) struct QueuedSync {
     pub(crate) kind: SyncKind,
 }
 
-/// A running sync and the snapshot its start decided on.
+/// A running sync as the drift observer sees it: the snapshot its start
+/// decided on, which decides what its success may claim.
 #[derive(Debug, Clone)]
 pub(crate) struct Flight {
     pub(crate) id: FlightId,
-    /// The session paying for an automatic sync; `None` for a manual one.
-    pub(crate) payer: Option<Lifetime>,
-    /// The edit epoch when the sync was started.
+    /// The edit epoch the scheduler started the sync from (the last one it
+    /// was told; never newer than the observer's at the start).
     epoch_at_start: u64,
     /// Whether an observed edit was still being written at the start.
     unsettled_at_start: bool,
@@ -74,8 +74,6 @@ pub(crate) struct Flight {
     pub(crate) status_before: FreshnessStatus,
     /// The sync process, once spawned.
     pub(crate) pid: Option<u32>,
-    /// Whether the payer's slot was consumed (at spawn).
-    pub(crate) slot_consumed: bool,
 }
 
 impl Flight {
@@ -84,22 +82,19 @@ impl Flight {
     /// moment counts as not covered — the conservative side.
     pub(crate) fn start(
         id: FlightId,
-        payer: Option<Lifetime>,
-        edit_epoch: u64,
+        from_epoch: u64,
         edits: &EditTracker,
         paths: PendingPaths,
         status_before: FreshnessStatus,
     ) -> Self {
         Flight {
             id,
-            payer,
-            epoch_at_start: edit_epoch,
+            epoch_at_start: from_epoch,
             unsettled_at_start: edits.has_unsettled(),
             first_uncovered_at: edits.earliest_unsettled_at(),
             paths,
             status_before,
             pid: None,
-            slot_consumed: false,
         }
     }
 
@@ -109,10 +104,16 @@ impl Flight {
     }
 
     /// Whether a success of this sync covers every observed edit, given the
-    /// epoch now: none was observed after the start, and none was unsettled
-    /// at it. (Spec, "No false freshness".)
+    /// epoch now: none was observed after the epoch it started from, and
+    /// none was unsettled at its start. (Spec, "No false freshness".) The
+    /// compare-and-set of the `fresh` claim.
     pub(crate) fn covers_every_edit(&self, edit_epoch_now: u64) -> bool {
         edit_epoch_now == self.epoch_at_start && !self.unsettled_at_start
+    }
+
+    /// The edit epoch the sync started from.
+    pub(crate) fn epoch_at_start(&self) -> u64 {
+        self.epoch_at_start
     }
 
     /// Whether edits that were still being written at the start may have

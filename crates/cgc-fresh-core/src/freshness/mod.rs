@@ -1,14 +1,27 @@
-//! The freshness state machine: whether a workspace's code graph can be
+//! The freshness state machines: whether a workspace's code graph can be
 //! trusted, and when to sync it.
 //!
-//! A pure machine: [`Freshness::handle`] takes one [`Input`] (a session or
-//! tool event from the harness, a person's sync request, the shell's report
-//! about a sync, or the passing of a deadline) with the time it happened, and
-//! returns [`Effect`]s (start or cancel a sync, show a notice, persist the
-//! record). [`Freshness::next_deadline`] is the one one-shot wake-up the
-//! shell arms; it is `None` whenever nothing waits on time, so an idle
-//! workspace runs no timer. Nothing here reads a clock, spawns, or touches a
-//! file.
+//! Three pure sub-machines that share no state and exchange typed messages
+//! (`messages.rs`): [`DriftObserver`] (sessions and their
+//! lifetimes, edit epochs, pending paths, probes, the watcher's effect, the
+//! record — its only writer), [`SyncScheduler`] (the batching window, the
+//! single flight and its one follow-up, per-lifetime budgets, the gap
+//! between two starts, the one wake-up deadline) and [`Notices`] (the
+//! per-lifetime ledgers). The service runs each as an actor; a `fresh`
+//! claim is a compare-and-set on the edit epoch the scheduler started the
+//! sync from, so a message that arrives late can cost a sync, never a
+//! false `fresh` (`simulation.rs` delivers the messages in orders proptest
+//! chooses).
+//!
+//! [`Freshness`] composes the three and delivers their messages
+//! synchronously, in the order they were sent: [`Freshness::handle`] takes
+//! one [`Input`] (a session or tool event from the harness, a person's sync
+//! request, the shell's report about a sync, or the passing of a deadline)
+//! with the time it happened, and returns [`Effect`]s (start or cancel a
+//! sync, show a notice, persist the record). [`Freshness::next_deadline`]
+//! is the one one-shot wake-up the shell arms; it is `None` whenever nothing
+//! waits on time, so an idle workspace runs no timer. Nothing here reads a
+//! clock, spawns, or touches a file.
 //!
 //! ```
 //! use cgc_fresh_core::freshness::{Effect, Freshness, FreshnessPolicy, Input, Millis, SyncOutcome};
@@ -38,23 +51,25 @@
 //!
 //! | spec rule / design point | where |
 //! |---|---|
-//! | "Freshness state tracking": last successful sync time and a conservative dirty condition, shared by every surface | [`FreshnessRecord`] (`record.rs`), [`Freshness::state_frame`] |
-//! | "Dirty after observed edits": possibly stale with the time of the first observed edit | `observe_edit` (`machine.rs`) |
-//! | "Conservative drift observation without probing": edits are seen from tool calls (and, for shell tools, a stat comparison with the manifest when the command ends), placed lexically after the shell resolved them to real paths, no spawn at call time | `workspace_path.rs`, `observe_edit`; the sync waits for the batching window |
-//! | "No false freshness": fresh only if no edit after, or unsettled at, the sync's start | `epoch.rs` (settling), `Flight::covers_every_edit` (`flight.rs`), `settle_succeeded` |
-//! | "Lazy, budgeted drift sync": first drift triggers one sync after `batchMs`, dedup with the in-flight sync, `maxSyncsPerSession`, busy skip | `queue_automatic`, `start_due_sync`, `budget.rs`, `flight.rs`, `settle_busy` |
-//! | "One-time human-facing staleness notices": once per (session, condition), counted on delivery | `ledger.rs`, `offer`/`offer_to_all`, `notice_text.rs` |
-//! | "Errors are contained": recorded, surfaced, retried at most once per session | `settle_failed`, `SyncBudget::after_failure` |
-//! | "Freshness observation rebinds on session replacement": budget and ledger per session lifetime, record shared, idempotent registration | `session.rs`, `end_lifetime` |
-//! | Shell edits: a shell command's changes found against the manifest; no claim while one is uncompared | `probe.rs`, `shell_result`, `probe_answered`, `claim_deferred` |
+//! | "Freshness state tracking": last successful sync time and a conservative dirty condition, shared by every surface | [`FreshnessRecord`] (`record.rs`), written only by [`DriftObserver`]; [`DriftObserver::state_frame`] |
+//! | "Dirty after observed edits": possibly stale with the time of the first observed edit | `observe_edit`, `mark_drift` (`drift_observer.rs`) |
+//! | "Conservative drift observation without probing": edits are seen from tool calls (and, for shell tools, a stat comparison with the manifest when the command ends), placed lexically after the shell resolved them to real paths, no spawn at call time | `workspace_path.rs`, `observe_edit`; the scheduler waits for the batching window |
+//! | "No false freshness": fresh only if no edit after, or unsettled at, the sync's start | `epoch.rs` (settling), `Flight::covers_every_edit` (`flight.rs`), `settle_succeeded` (`drift_observer.rs`): a compare-and-set on the `from_epoch` of `SyncStarted`/`SyncSettled` (`messages.rs`) |
+//! | "Lazy, budgeted drift sync": first drift triggers one sync after `batchMs`, dedup with the in-flight sync, `maxSyncsPerSession`, busy skip | `queue_automatic`, `start_due_sync`, `end_flight` (`sync_scheduler.rs`), `budget.rs`, `flight.rs`, `settle_busy` (`drift_observer.rs`) |
+//! | Design reference 002: at least `minSyncGapMs` between two sync starts | `gap_over_at`, `start_due_sync`, `next_deadline` (`sync_scheduler.rs`) |
+//! | "One-time human-facing staleness notices": once per (session, condition), counted on delivery, only on the session's own connections | `notices.rs` (`Offer`, `Delivered`), `ledger.rs`, `notice_text.rs` |
+//! | "Errors are contained": recorded, surfaced, retried at most once per session | `settle_failed` (`drift_observer.rs`), `end_flight` and `SyncBudget::after_failure` (`sync_scheduler.rs`, `budget.rs`) |
+//! | "Freshness observation rebinds on session replacement": budget and ledger per session lifetime, record shared, idempotent registration | `session.rs`, `session_started`, `close_lifetime` (`drift_observer.rs`); `LifetimeOpened`/`LifetimeClosed` to the scheduler (budgets) and the notices (ledgers) |
+//! | Shell edits: a shell command's changes found against the manifest; no claim while one is uncompared | `probe.rs`, `shell_result`, `probe_answered`, `claim_deferred` (`drift_observer.rs`) |
 //! | Seed 002: bounded pending batch collapsing into a whole-workspace marker | `pending_paths.rs` |
-//! | Seed 003: single flight, stale completions rejected, every completion a defined transition | `flight.rs`, `end_flight` |
-//! | "Opt-in continuous watcher mode": one attempt per session, the watcher belongs to its session | `watcher_attempt_allowed`, `LiveSession::watcher_attempted` (`session.rs`), `end_lifetime`; the gate itself is [`crate::watcher::gate()`] |
-//! | "Watcher liveness verification before the fresh claim": nothing claimed while verifying; verified → `fresh` + start notice; failed → `not_verified` + error + notice, lazy mode resumes | `watcher_slot.rs`, `machine/watcher.rs` (`watcher_verified`, `watcher_not_verified`) |
-//! | "Verified watcher owns freshness": edits open no stale episode, no sync starts | `observe_edit`, `start_due_sync`, `SyncRequested` in `take` ([`Freshness::watcher_owns_freshness`]) |
+//! | Seed 003: single flight, stale completions rejected, every completion a defined transition | `flight.rs`, `end_flight` (`sync_scheduler.rs`), `settle` (`drift_observer.rs`) |
+//! | "Opt-in continuous watcher mode": one attempt per session, the watcher belongs to its session | [`DriftObserver::watcher_attempt_allowed`], `LiveSession::watcher_attempted` (`session.rs`), `end_lifetime`; the gate itself is [`crate::watcher::gate()`] |
+//! | "Watcher liveness verification before the fresh claim": nothing claimed while verifying; verified → `fresh` + start notice; failed → `not_verified` + error + notice, lazy mode resumes | `watcher_slot.rs`, `drift_observer/watcher.rs` (`watcher_verified`, `watcher_not_verified`) |
+//! | "Verified watcher owns freshness": edits open no stale episode, no sync starts | `drift_from`, `Gate::watcher_verified` in `start_due_sync`, `SyncRequested` in `take` ([`Freshness::watcher_owns_freshness`]) |
 //! | "Watcher start blocked by lock": no spawn, busy notice naming the holder, lazy mode, no `fresh` | `watcher_skipped_busy` |
 //! | "Unindexed workspace stays watcher-free", "Embedded backend never auto-spawns": one-time notice explaining the decline | `watcher_declined` |
-//! | Design §5: death after verification drops to `possibly_stale` at once | `watcher_died`, `watcher_gone` |
+//! | Design §5: death after verification drops to `possibly_stale` at once | `watcher_died`, `watcher_gone`; the scheduler's `WatcherDied` (the follow-up sync and its notice) |
+//! | The three sub-machines hold the rules whatever order their messages arrive in | `simulation.rs` |
 //!
 //! # Choices the spec leaves open
 //!
@@ -160,17 +175,21 @@
 //!   dropped with the status.
 
 mod budget;
+mod drift_observer;
 mod epoch;
 mod events;
 mod flight;
 mod ledger;
 mod machine;
+mod messages;
 pub mod notice_text;
+mod notices;
 mod pending_paths;
 mod policy;
 mod probe;
 mod record;
 mod session;
+mod sync_scheduler;
 mod time;
 #[cfg(any(test, feature = "model"))]
 pub mod watcher_model;
@@ -181,11 +200,18 @@ mod workspace_path;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod simulation;
+#[cfg(test)]
 mod tests;
 
+pub use drift_observer::DriftObserver;
 pub use events::{Effect, Input, SyncOutcome, TreeChanges, WatcherDecline};
 pub use flight::FlightId;
-pub use machine::{Freshness, TakenNotice};
+pub use machine::{route, Freshness, TakenNotice};
+pub use messages::{
+    Audience, Ending, Envelope, Gate, OfferText, ToNotices, ToObserver, ToScheduler,
+};
+pub use notices::{Held, Notices};
 pub use pending_paths::{PendingPaths, MAX_PENDING_PATHS, MAX_PENDING_PATH_BYTES};
 pub use policy::{
     FreshnessPolicy, DEFAULT_BATCH_MS, DEFAULT_MAX_SYNCS_PER_SESSION, DEFAULT_MIN_SYNC_GAP_MS,
@@ -196,5 +222,6 @@ pub use record::{FreshnessRecord, PendingSummary, RecordError, WatcherRecord, RE
 pub use session::{
     ConnectionId, Lifetime, OwnerPid, SessionKey, MAX_ENDED_SESSIONS, MAX_LIVE_SESSIONS,
 };
+pub use sync_scheduler::SyncScheduler;
 pub use time::Millis;
 pub use workspace_path::{PathPlacement, WorkspaceRoot};

@@ -59,9 +59,6 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
-use super::budget::SyncBudget;
-use super::ledger::NoticeLedger;
-
 /// How many ended session names are remembered.
 pub const MAX_ENDED_SESSIONS: usize = 1_024;
 
@@ -122,8 +119,6 @@ pub type OwnerPid = u32;
 pub(crate) struct LiveSession {
     pub(crate) key: Lifetime,
     instance: Option<String>,
-    pub(crate) budget: SyncBudget,
-    pub(crate) ledger: NoticeLedger,
     /// Whether this lifetime made its one watcher attempt (started, busy,
     /// declined or failed to spawn).
     pub(crate) watcher_attempted: bool,
@@ -381,14 +376,6 @@ impl Sessions {
         self.get(key).map(|(name, _)| name)
     }
 
-    /// Every attached live lifetime, by name.
-    pub(crate) fn live_mut(&mut self) -> impl Iterator<Item = (&str, &mut LiveSession)> {
-        self.live
-            .iter_mut()
-            .filter(|(_, live)| !live.detached)
-            .map(|(name, live)| (name.as_str(), live))
-    }
-
     /// The names of the attached live sessions, sorted.
     pub(crate) fn live_names(&self) -> impl Iterator<Item = &str> {
         self.live
@@ -412,8 +399,6 @@ impl Sessions {
             LiveSession {
                 key,
                 instance: instance.map(str::to_string),
-                budget: SyncBudget::default(),
-                ledger: NoticeLedger::default(),
                 watcher_attempted: false,
                 carriers: carrier.into_iter().collect(),
                 detached: false,

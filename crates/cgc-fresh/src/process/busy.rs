@@ -8,8 +8,13 @@ use super::proc_info::{describe_process, lock_candidates, probe_write_lock};
 
 /// The first process holding a write lock on one of CGC's candidate
 /// database files for this workspace, described; `None` when all are free
-/// (or none exists yet).
-pub fn find_lock_holder(workspace: &Path, home: &Path, global_args: &[String]) -> Option<String> {
+/// (or none exists yet). `component`: the actor probing, for the log.
+pub fn find_lock_holder(
+    workspace: &Path,
+    home: &Path,
+    global_args: &[String],
+    component: &'static str,
+) -> Option<String> {
     let env = |name: &str| std::env::var(name).ok();
     for path in lock_candidates(workspace, home, global_args, env) {
         match probe_write_lock(&path) {
@@ -18,12 +23,14 @@ pub fn find_lock_holder(workspace: &Path, home: &Path, global_args: &[String]) -
                     .pid
                     .map(describe_process)
                     .unwrap_or_else(|| "a process in another namespace".into());
-                tracing::info!(event = "lock_probe", path = %path.display(), held = true, holder = %who);
+                tracing::info!(component, event = "lock_probe", path = %path.display(), held = true, holder = %who);
                 return Some(who);
             }
-            Ok(None) => tracing::debug!(event = "lock_probe", path = %path.display(), held = false),
+            Ok(None) => {
+                tracing::debug!(component, event = "lock_probe", path = %path.display(), held = false)
+            }
             Err(error) => {
-                tracing::warn!(event = "lock_probe_failed", path = %path.display(), error = %error)
+                tracing::warn!(component, event = "lock_probe_failed", path = %path.display(), error = %error)
             }
         }
     }

@@ -20,6 +20,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "root_supervisor";
+
 /// Which of the child's output pipes a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OutputStream {
@@ -242,7 +245,7 @@ pub async fn capture_output(
             }
             Ok(read) => splitter.push(&buffer[..read], &mut deliver),
             Err(error) => {
-                tracing::warn!(event = "child_output_failed", pid, %stream, %error, "reading child output failed; stream closed");
+                tracing::warn!(component = COMPONENT, event = "child_output_failed", pid, %stream, %error, "reading child output failed; stream closed");
                 splitter.finish(&mut deliver);
                 *receiver = None;
             }
@@ -263,6 +266,7 @@ async fn read_open(receiver: &mut Option<pipe::Receiver>, buffer: &mut [u8]) -> 
 pub fn log_child_line(pid: i32, line: &OutputLine) {
     tracing::info!(
         target: "cgc_fresh::child_output",
+        component = COMPONENT,
         event = "child_output",
         pid,
         stream = %line.stream,

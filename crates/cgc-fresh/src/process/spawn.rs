@@ -26,6 +26,9 @@ use std::process::{Command, Stdio};
 
 use super::proc_info::{read_proc_stat, OWNER_TOKEN_VAR};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "root_supervisor";
+
 /// Inherited variables a child must never see: they belong to this service's
 /// own supervisor (systemd notify socket, socket activation, watchdog) and a
 /// child acting on them would confuse it.
@@ -184,6 +187,7 @@ pub fn spawn_child(spec: &SpawnSpec) -> Result<SpawnedChild, SpawnError> {
         }
     };
     tracing::debug!(
+        component = COMPONENT,
         event = "child_spawned",
         pid,
         pgid = pid,

@@ -22,6 +22,9 @@ use super::kill;
 use super::reap::ExitReceiver;
 use super::signal::Signal;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "root_supervisor";
+
 /// How long to wait after each signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StopPlan {
@@ -113,6 +116,7 @@ pub async fn stop_child(
         }
     } else {
         tracing::error!(
+            component = COMPONENT,
             event = "signal_refused",
             pgid = target.pgid,
             reason,
@@ -139,6 +143,7 @@ pub fn interrupt_child(target: &StopTarget, exited: &ExitReceiver, reason: &str)
     }
     if !kill::group_is_signallable(target.pgid) {
         tracing::error!(
+            component = COMPONENT,
             event = "signal_refused",
             pgid = target.pgid,
             reason,
@@ -181,6 +186,7 @@ fn signal_group(pgid: i32, step: StopSignal, reason: &str) {
     let sent = error.is_none();
     match step {
         StopSignal::Interrupt => tracing::info!(
+            component = COMPONENT,
             event = "signal_sent",
             pgid,
             signal = step.name(),
@@ -190,6 +196,7 @@ fn signal_group(pgid: i32, step: StopSignal, reason: &str) {
             "stopping child process group"
         ),
         StopSignal::Terminate | StopSignal::Kill => tracing::warn!(
+            component = COMPONENT,
             event = "signal_sent",
             pgid,
             signal = step.name(),
@@ -207,6 +214,7 @@ fn signal_group(pgid: i32, step: StopSignal, reason: &str) {
 fn sweep_group(pgid: i32, reason: &str) {
     if kill::signal_group(pgid, Signal::KILL).is_ok() {
         tracing::warn!(
+            component = COMPONENT,
             event = "signal_sent",
             pgid,
             signal = Signal::KILL.name(),
@@ -223,6 +231,7 @@ fn kill_owner_stragglers(owner_token: &str, reason: &str) -> Vec<i32> {
     let killed = kill::kill_token_holders(kill::Tokens::Exactly(owner_token), |_, _| false);
     for straggler in &killed {
         tracing::warn!(
+            component = COMPONENT,
             event = "signal_sent",
             pid = straggler.pid,
             signal = Signal::KILL.name(),

@@ -21,6 +21,9 @@ use cgc_fresh_core::watcher::backend::{decide, from_global_args, from_runtime_en
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "backend_detector";
+
 /// Asks for the backend on behalf of a session.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -82,7 +85,7 @@ impl BackendDetector {
         answer: BackendAnswer,
         to: &Recipient<BackendDetected>,
     ) {
-        tracing::info!(event = "backend_detected", session = %session, backend = %answer);
+        tracing::info!(component = COMPONENT, event = "backend_detected", session = %session, backend = %answer);
         self.cache.insert(session.clone(), answer.clone());
         to.do_send(BackendDetected { session, answer });
     }
@@ -164,6 +167,7 @@ impl Handler<DetectBackend> for BackendDetector {
                             probe.timer = Some(ctx.run_later(bound, move |act, _| {
                                 if let Some(probe) = act.probe.as_mut() {
                                     tracing::warn!(
+                                        component = COMPONENT,
                                         event = "doctor_timeout",
                                         bound_ms = bound.as_millis() as u64
                                     );
@@ -177,14 +181,14 @@ impl Handler<DetectBackend> for BackendDetector {
                         }
                     }
                     Ok(Err(error)) => {
-                        tracing::warn!(event = "doctor_failed", error = %error);
+                        tracing::warn!(component = COMPONENT, event = "doctor_failed", error = %error);
                         if let Some(probe) = act.probe.as_mut() {
                             probe.timed_out = true;
                         }
                         act.finish_probe();
                     }
                     Err(error) => {
-                        tracing::warn!(event = "doctor_failed", error = %error);
+                        tracing::warn!(component = COMPONENT, event = "doctor_failed", error = %error);
                         act.finish_probe();
                     }
                 }),

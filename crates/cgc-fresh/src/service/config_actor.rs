@@ -12,6 +12,9 @@ use cgc_fresh_core::config::ConfigWarning;
 
 use crate::config_load::{self, LoadedConfig};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "config_actor";
+
 pub struct ConfigActor {
     workspace: PathBuf,
     explicit_file: Option<PathBuf>,
@@ -43,9 +46,9 @@ impl ConfigActor {
         let env = |name: &str| std::env::var(name).ok();
         let loaded = config_load::load(workspace, explicit_file, &env);
         for warning in loaded.warning_texts() {
-            tracing::warn!(event = "config_warning", warning = %warning);
+            tracing::warn!(component = COMPONENT, event = "config_warning", warning = %warning);
         }
-        tracing::info!(event = "config_loaded", files = ?loaded.files_read(), warnings = loaded.warning_texts().len());
+        tracing::info!(component = COMPONENT, event = "config_loaded", files = ?loaded.files_read(), warnings = loaded.warning_texts().len());
         loaded
     }
 }
@@ -76,6 +79,7 @@ impl Handler<ReloadConfig> for ConfigActor {
             Arc::new(loaded)
         } else {
             tracing::warn!(
+                component = COMPONENT,
                 event = "config_reload_refused",
                 unreadable = ?lost,
                 action = "keeping the configuration in force",

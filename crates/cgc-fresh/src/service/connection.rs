@@ -4,7 +4,7 @@
 //! what is queued for the client: its own
 //! writer over an [`OutQueue`], so that what waits for a client is counted
 //! and bounded (`outbox.rs` has the rules and why). Every decoded frame goes
-//! to the workspace actor with an [`Outlet`] for the reply; bad input is
+//! to the drift observer actor with an [`Outlet`] for the reply; bad input is
 //! answered with an `error` frame and the connection keeps serving, except
 //! an over-long line, after which the stream cannot be re-synchronised and
 //! the connection is closed.
@@ -32,6 +32,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio_util::codec::FramedRead;
 
+use super::drift_observer::DriftObserverActor;
 use super::messages::{
     ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, InFlight, Outlet, Peer, Push,
 };
@@ -39,12 +40,14 @@ use super::outbox::{
     FrameKind, Limits, OutQueue, Outbox, CLOSE_FLUSH_GRACE, SLOW_SUBSCRIBER_GRACE,
     WRITE_BATCH_BYTES,
 };
-use super::workspace::WorkspaceActor;
+
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "connection";
 
 pub struct Connection {
     conn: ConnId,
     peer: Peer,
-    workspace: Addr<WorkspaceActor>,
+    workspace: Addr<DriftObserverActor>,
     /// What is queued for this client, shared with everyone who sends to it.
     outbox: Arc<Outbox>,
     /// Given to the workspace with each request, for the reply.
@@ -80,7 +83,7 @@ impl Connection {
         peer: Peer,
         stream: UnixStream,
         max_line_bytes: usize,
-        workspace: Addr<WorkspaceActor>,
+        workspace: Addr<DriftObserverActor>,
     ) -> Addr<Connection> {
         let (read, write) = stream.into_split();
         let outbox = Arc::new(Outbox::new(
@@ -150,7 +153,7 @@ impl Connection {
                         act.pump(ctx);
                     }
                     Err(error) => {
-                        tracing::info!(event = "connection_write_error", conn = act.conn, error = %error);
+                        tracing::info!(component = COMPONENT, event = "connection_write_error", conn = act.conn, error = %error);
                         ctx.stop();
                     }
                 }
@@ -240,6 +243,7 @@ impl Connection {
             ),
         };
         tracing::warn!(
+            component = COMPONENT,
             event = "slow_subscriber_disconnected",
             conn = self.conn,
             peer_pid = self.peer.pid,
@@ -263,6 +267,7 @@ impl Connection {
         self.queue.set_last(bytes);
         ctx.run_later(CLOSE_FLUSH_GRACE, |act, ctx| {
             tracing::info!(
+                component = COMPONENT,
                 event = "slow_subscriber_closed",
                 conn = act.conn,
                 unwritten_bytes = act.outbox.queued(),
@@ -314,6 +319,7 @@ impl Actor for Connection {
     fn started(&mut self, _: &mut Self::Context) {
         self.workspace.do_send(ConnectionOpened { conn: self.conn });
         tracing::info!(
+            component = COMPONENT,
             event = "connection_opened",
             conn = self.conn,
             peer_pid = self.peer.pid,
@@ -324,6 +330,7 @@ impl Actor for Connection {
     fn stopped(&mut self, _: &mut Self::Context) {
         self.outbox.close();
         tracing::info!(
+            component = COMPONENT,
             event = "connection_closed",
             conn = self.conn,
             peer_pid = self.peer.pid
@@ -339,6 +346,7 @@ impl StreamHandler<Result<Bytes, CodecError>> for Connection {
                 Ok(envelope) => self.route(envelope),
                 Err(error) => {
                     tracing::warn!(
+                        component = COMPONENT,
                         event = "frame_error",
                         conn = self.conn,
                         peer_pid = self.peer.pid,
@@ -351,6 +359,7 @@ impl StreamHandler<Result<Bytes, CodecError>> for Connection {
             },
             Err(CodecError::TooLarge { limit }) => {
                 tracing::warn!(
+                    component = COMPONENT,
                     event = "frame_error",
                     conn = self.conn,
                     peer_pid = self.peer.pid,
@@ -368,7 +377,7 @@ impl StreamHandler<Result<Bytes, CodecError>> for Connection {
                 self.close_after_flush(ctx);
             }
             Err(other) => {
-                tracing::info!(event = "connection_read_error", conn = self.conn, error = %other);
+                tracing::info!(component = COMPONENT, event = "connection_read_error", conn = self.conn, error = %other);
                 ctx.stop();
             }
         }

@@ -1,8 +1,8 @@
 //! The notice hub: the set of subscribed connections, and delivery of
 //! pushed `state` and `notice` frames to them.
 //!
-//! It is a part of the workspace actor rather than an actor of its own so
-//! that delivery is counted synchronously: the one-time notice ledger only
+//! It is a part of the notices actor (`notices.rs`), which owns the
+//! ledgers, so that delivery is counted synchronously: the one-time notice ledger only
 //! burns a notice that reached at least one person's connection. "Reached"
 //! means queued to a live connection within its bound (`outbox.rs`): a
 //! connection being disconnected for not reading, or one a notice would
@@ -17,6 +17,9 @@ use cgc_fresh_proto::{encode_server_frame, Envelope, ServerFrame};
 use super::messages::{ConnId, Offer, Outlet};
 use super::outbox::FrameKind;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "notices";
+
 #[derive(Default)]
 pub struct NoticeHub {
     subscribers: BTreeMap<ConnId, Outlet>,
@@ -27,6 +30,7 @@ impl NoticeHub {
         let conn = to.conn;
         self.subscribers.insert(conn, to);
         tracing::info!(
+            component = COMPONENT,
             event = "subscribed",
             conn,
             subscribers = self.subscribers.len()
@@ -36,6 +40,7 @@ impl NoticeHub {
     pub fn unsubscribe(&mut self, conn: ConnId) {
         if self.subscribers.remove(&conn).is_some() {
             tracing::info!(
+                component = COMPONENT,
                 event = "unsubscribed",
                 conn,
                 subscribers = self.subscribers.len()

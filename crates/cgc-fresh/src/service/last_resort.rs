@@ -34,6 +34,9 @@ use tokio::sync::mpsc;
 use crate::process::signal::Signal;
 use crate::supervisor::panic_hook;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "last_resort";
+
 /// How long the event loop has to answer a probe.
 pub const PROBE_WAIT: Duration = Duration::from_secs(2);
 
@@ -138,6 +141,7 @@ fn loop_answers(probes: &mpsc::UnboundedSender<Probe>, wait: Duration) -> bool {
 
 fn fire(signal: Signal, signals: u32, why: &str) -> ! {
     tracing::error!(
+        component = COMPONENT,
         event = "last_resort",
         signal = signal.name(),
         signals,
@@ -146,6 +150,7 @@ fn fire(signal: Signal, signals: u32, why: &str) -> ! {
     );
     let killed = panic_hook::kill_everything_now();
     tracing::error!(
+        component = COMPONENT,
         event = "last_resort_cleanup",
         killed,
         exit_code = EXIT_WEDGED

@@ -20,8 +20,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
 use super::connection::Connection;
+use super::drift_observer::DriftObserverActor;
 use super::messages::Peer;
-use super::workspace::WorkspaceActor;
+
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "listener";
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
@@ -88,7 +91,7 @@ impl AcceptFailures {
 pub async fn accept_loop(
     listener: UnixListener,
     max_line_bytes: usize,
-    workspace: Addr<WorkspaceActor>,
+    workspace: Addr<DriftObserverActor>,
 ) {
     let our_uid = nix::unistd::geteuid().as_raw();
     let mut failures = AcceptFailures::default();
@@ -96,7 +99,12 @@ pub async fn accept_loop(
         let stream = match listener.accept().await {
             Ok((stream, _)) => {
                 if let Some((suppressed, total)) = failures.recovered() {
-                    tracing::info!(event = "accept_recovered", suppressed, failures = total);
+                    tracing::info!(
+                        component = COMPONENT,
+                        event = "accept_recovered",
+                        suppressed,
+                        failures = total
+                    );
                 }
                 stream
             }
@@ -105,8 +113,11 @@ pub async fn accept_loop(
                 // accepting; a short pause keeps a descriptor shortage from
                 // spinning the loop.
                 match failures.failed(Instant::now()) {
-                    FailureReport::First => tracing::warn!(event = "accept_failed", error = %error),
+                    FailureReport::First => {
+                        tracing::warn!(component = COMPONENT, event = "accept_failed", error = %error)
+                    }
                     FailureReport::Summary { suppressed } => tracing::warn!(
+                        component = COMPONENT,
                         event = "accept_failed",
                         error = %error,
                         suppressed,
@@ -125,12 +136,13 @@ pub async fn accept_loop(
                 uid: cred.uid(),
             },
             Err(error) => {
-                tracing::warn!(event = "peer_cred_failed", conn, error = %error);
+                tracing::warn!(component = COMPONENT, event = "peer_cred_failed", conn, error = %error);
                 continue;
             }
         };
         if peer.uid != our_uid {
             tracing::warn!(
+                component = COMPONENT,
                 event = "peer_refused",
                 conn,
                 peer_pid = peer.pid,

@@ -9,6 +9,9 @@ use cgc_fresh_proto::{encode_server_frame, ClientFrame, Envelope, RequestId, Ser
 
 use super::outbox::{admit_notice, Admission, FrameKind, Outbox};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "connection";
+
 /// Identifies one client connection for the life of the service.
 pub type ConnId = u64;
 
@@ -73,6 +76,7 @@ impl Outlet {
                 Admission::OverCap => {
                     if self.outbox.close() {
                         tracing::warn!(
+                            component = COMPONENT,
                             event = "notice_not_queued",
                             conn = self.conn,
                             queued_bytes = self.outbox.queued(),
@@ -119,7 +123,7 @@ pub struct Peer {
     pub uid: u32,
 }
 
-/// A decoded harness frame for the workspace actor, with where to answer.
+/// A decoded harness frame for the drift observer actor, with where to answer.
 /// Everything that touches freshness goes through one mailbox, so a
 /// connection's replies come back in the order its requests went out.
 #[derive(Message)]
@@ -182,3 +186,23 @@ pub enum ShutdownReason {
 #[derive(Message, Clone)]
 #[rtype(result = "()")]
 pub struct ConfigChanged(pub std::sync::Arc<crate::config_load::LoadedConfig>);
+
+/// A message of the core's `DriftObserver` sub-machine, for the
+/// `DriftObserverActor` (from the `SyncSchedulerActor`, or its own wake-up).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ObserverMail(pub cgc_fresh_core::freshness::ToObserver);
+
+/// Messages of the core's `SyncScheduler` sub-machine, in the order they
+/// were sent, for the `SyncSchedulerActor` (from the `DriftObserverActor`,
+/// which sends what one turn of its event loop produced at once: a flood
+/// of edits costs one mailbox message per turn, not several per edit).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct SchedulerMail(pub Vec<cgc_fresh_core::freshness::ToScheduler>);
+
+/// Messages of the core's `Notices` sub-machine, in the order they were
+/// sent, for the `NoticesActor` (from the drift observer or the scheduler).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct NoticesMail(pub Vec<cgc_fresh_core::freshness::ToNotices>);

@@ -25,18 +25,20 @@
 mod backend_detector;
 mod config_actor;
 mod connection;
+mod drift_observer;
 mod hub;
 mod last_resort;
 mod listener;
 mod messages;
+mod notices;
 mod outbox;
 mod owner_watch;
 mod signals;
 mod socket_guard;
 mod store;
 mod sync_runner;
+mod sync_scheduler;
 mod watcher_supervisor;
-mod workspace;
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -60,8 +62,8 @@ use crate::supervisor::{
 use crate::systemd::activation::{bound_path, listen_fds_listener};
 use crate::systemd::notify::Notifier;
 use config_actor::ConfigActor;
+use drift_observer::DriftObserverActor;
 use messages::{Shutdown, ShutdownReason};
-use workspace::WorkspaceActor;
 
 /// Threads of the blocking pool (the manifest's walks and writes).
 pub const BLOCKING_THREADS: usize = 2;
@@ -84,12 +86,12 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let paths = options.paths;
     if activated.is_none() {
         if let Err(error) = ensure_private_dir(&paths.runtime_dir) {
-            tracing::error!(event = "socket_dir_refused", dir = %paths.runtime_dir.display(), socket = %paths.socket.display(), reason = error.reason(), error = %error);
+            tracing::error!(component = COMPONENT, event = "socket_dir_refused", dir = %paths.runtime_dir.display(), socket = %paths.socket.display(), reason = error.reason(), error = %error);
             bail!("socket directory {error}");
         }
     }
     if let Err(error) = ensure_private_dir(&paths.state_dir) {
-        tracing::error!(event = "state_dir_refused", dir = %paths.state_dir.display(), reason = error.reason(), error = %error);
+        tracing::error!(component = COMPONENT, event = "state_dir_refused", dir = %paths.state_dir.display(), reason = error.reason(), error = %error);
         bail!("state directory {error}");
     }
     let lock = match InstanceLock::acquire(&paths.lock, &paths.socket) {
@@ -97,6 +99,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         Err(error @ LockError::Held { .. }) => {
             if let LockError::Held { holder } = &error {
                 tracing::error!(
+                    component = COMPONENT,
                     event = "instance_refused",
                     holder_pid = holder.pid,
                     holder_socket = holder.socket.as_ref().map(|s| s.display().to_string()),
@@ -108,7 +111,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
             bail!("{error} for {}", paths.workspace.display());
         }
         Err(error) => {
-            tracing::error!(event = "instance_lock_failed", lock = %paths.lock.display(), error = %error);
+            tracing::error!(component = COMPONENT, event = "instance_lock_failed", lock = %paths.lock.display(), error = %error);
             return Err(error.into());
         }
     };
@@ -119,14 +122,14 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
     // Children: we reap re-parented grandchildren, a panic kills them all,
     // and what an earlier (killed) instance left behind is swept first.
     if let Err(error) = set_child_subreaper() {
-        tracing::warn!(event = "subreaper_failed", error = %error);
+        tracing::warn!(component = COMPONENT, event = "subreaper_failed", error = %error);
     }
     let token_prefix = owner_token_prefix(&paths.id);
     let instance = InstanceId::current().unwrap_or_else(|error| {
         // Without our start time the token cannot prove we are alive; a
         // next instance would treat our children as leftovers only once
         // our pid is gone or reused, which is when they are.
-        tracing::warn!(event = "instance_start_time_unknown", error = %error);
+        tracing::warn!(component = COMPONENT, event = "instance_start_time_unknown", error = %error);
         InstanceId {
             pid: std::process::id() as i32,
             start_time: 0,
@@ -143,6 +146,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
     };
     tracing::info!(
+        component = COMPONENT,
         event = "startup_sweep",
         registry = %paths.registry.display(),
         service_token = %service_token,
@@ -154,7 +158,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         registry_problem = swept.registry_problem.as_deref(),
     );
     if let Some(problem) = &swept.registry_problem {
-        tracing::warn!(event = "registry_unreadable", path = %paths.registry.display(), problem = %problem);
+        tracing::warn!(component = COMPONENT, event = "registry_unreadable", path = %paths.registry.display(), problem = %problem);
     }
     let span = tracing::info_span!("service", workspace = %paths.workspace.display());
     let _entered = span.enter();
@@ -186,7 +190,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .lock()
         .map(|held| held.remove_file(&paths.lock))
         .unwrap_or(false);
-    tracing::info!(event = "instance_released", lock = %paths.lock.display(), lock_file_removed = removed);
+    tracing::info!(component = COMPONENT, event = "instance_released", lock = %paths.lock.display(), lock_file_removed = removed);
     drop(lock);
     result
 }
@@ -223,19 +227,24 @@ async fn run(start: Start) -> anyhow::Result<()> {
         Some(listener) => {
             match bound_path(&listener) {
                 Ok(Some(bound)) if bound != paths.socket => tracing::warn!(
+                    component = COMPONENT,
                     event = "activated_socket_elsewhere",
                     bound = %bound.display(),
                     expected = %paths.socket.display(),
                 ),
-                Ok(bound) => tracing::info!(event = "socket_activated", socket = ?bound),
-                Err(error) => tracing::warn!(event = "activated_socket_unnamed", error = %error),
+                Ok(bound) => {
+                    tracing::info!(component = COMPONENT, event = "socket_activated", socket = ?bound)
+                }
+                Err(error) => {
+                    tracing::warn!(component = COMPONENT, event = "activated_socket_unnamed", error = %error)
+                }
             }
             tokio::net::UnixListener::from_std(listener).context("activated socket")?
         }
         None => match bind(&paths.socket) {
             Ok(listener) => listener,
             Err(error) => {
-                tracing::error!(event = "socket_path_refused", socket = %paths.socket.display(), error = %error);
+                tracing::error!(component = COMPONENT, event = "socket_path_refused", socket = %paths.socket.display(), error = %error);
                 return Err(error).with_context(|| format!("socket {}", paths.socket.display()));
             }
         },
@@ -257,7 +266,7 @@ async fn run(start: Start) -> anyhow::Result<()> {
     }
     .start();
     let current_config = config.clone();
-    let workspace = WorkspaceActor::new(
+    let workspace = DriftObserverActor::new(
         &paths,
         config,
         supervisor.clone(),
@@ -294,23 +303,28 @@ async fn run(start: Start) -> anyhow::Result<()> {
         workspace,
         lock_keeper,
     );
-    tracing::info!(event = "serving", socket = %paths.socket.display(), pid = std::process::id(), socket_activated);
+    tracing::info!(component = COMPONENT, event = "serving", socket = %paths.socket.display(), pid = std::process::id(), socket_activated);
     match notifier.ready() {
-        Ok(true) => tracing::info!(event = "notified", state = "READY=1"),
+        Ok(true) => tracing::info!(component = COMPONENT, event = "notified", state = "READY=1"),
         Ok(false) => {}
-        Err(error) => tracing::warn!(event = "notify_failed", state = "READY=1", error = %error),
+        Err(error) => {
+            tracing::warn!(component = COMPONENT, event = "notify_failed", state = "READY=1", error = %error)
+        }
     }
     let _ = stopped_rx.await;
     // A socket systemd owns stays for the next activation.
     if !socket_activated {
         let removed = socket_guard::remove_if_same_file(&paths.socket, bound.get());
-        tracing::info!(event = "socket_removed", socket = %paths.socket.display(), removed, reason = if removed { "ours" } else { "not_ours_or_gone" });
+        tracing::info!(component = COMPONENT, event = "socket_removed", socket = %paths.socket.display(), removed, reason = if removed { "ours" } else { "not_ours_or_gone" });
     }
-    tracing::info!(event = "stopped");
+    tracing::info!(component = COMPONENT, event = "stopped");
     Ok(())
 }
 
 use crate::config_load::LoadedConfig;
+
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "lifecycle";
 
 /// Why the socket's path cannot be bound.
 #[derive(Debug, thiserror::Error)]
@@ -353,7 +367,7 @@ fn bind(socket: &Path) -> Result<tokio::net::UnixListener, BindError> {
                 return Err(BindError::Live(shown()));
             }
             std::fs::remove_file(socket)?;
-            tracing::info!(event = "stale_socket_removed", socket = %socket.display());
+            tracing::info!(component = COMPONENT, event = "stale_socket_removed", socket = %socket.display());
         }
     }
     let listener = tokio::net::UnixListener::bind(socket)?;
@@ -398,12 +412,13 @@ impl Actor for Lifecycle {
         if let Some(period) = self.notifier.watchdog_interval() {
             // Already half of WatchdogSec= (see `Notifier::watchdog_interval`).
             tracing::info!(
+                component = COMPONENT,
                 event = "watchdog_enabled",
                 ping_every_ms = period.as_millis() as u64
             );
             ctx.run_interval(period, |act, _| {
                 if let Err(error) = act.notifier.watchdog_ping() {
-                    tracing::warn!(event = "notify_failed", state = "WATCHDOG=1", error = %error);
+                    tracing::warn!(component = COMPONENT, event = "notify_failed", state = "WATCHDOG=1", error = %error);
                 }
             });
         }
@@ -413,9 +428,9 @@ impl Actor for Lifecycle {
 impl Handler<Shutdown> for Lifecycle {
     type Result = ();
     fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) {
-        tracing::info!(event = "shutdown", reason = ?msg.reason);
+        tracing::info!(component = COMPONENT, event = "shutdown", reason = ?msg.reason);
         if self.stopping || matches!(msg.reason, ShutdownReason::SecondSignal(_)) {
-            tracing::warn!(event = "shutdown_escalated");
+            tracing::warn!(component = COMPONENT, event = "shutdown_escalated");
             self.supervisor.do_send(KillAllNow);
             return;
         }
@@ -425,7 +440,7 @@ impl Handler<Shutdown> for Lifecycle {
             self.supervisor.do_send(ReleaseRegistry);
         }
         if let Err(error) = self.notifier.stopping() {
-            tracing::warn!(event = "notify_failed", state = "STOPPING=1", error = %error);
+            tracing::warn!(component = COMPONENT, event = "notify_failed", state = "STOPPING=1", error = %error);
         }
         let stop_all = self.supervisor.send(StopAll {
             reason: "service shutdown",
@@ -434,7 +449,7 @@ impl Handler<Shutdown> for Lifecycle {
             async move { stop_all.await.ok() }
                 .into_actor(self)
                 .map(|_, act, _| {
-                    tracing::info!(event = "children_stopped");
+                    tracing::info!(component = COMPONENT, event = "children_stopped");
                     if let Some(stopped) = act.stopped.take() {
                         let _ = stopped.send(());
                     }

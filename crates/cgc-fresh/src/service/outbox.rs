@@ -48,6 +48,9 @@ use bytes::{Bytes, BytesMut};
 
 use super::messages::ConnId;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "connection";
+
 /// The default bound on one connection's queued outgoing bytes: 1 MiB,
 /// sixteen lines of the default `service.maxLineBytes` (64 KiB) — far more
 /// than any harness keeps unread, far less than the machine.
@@ -261,6 +264,7 @@ impl Outbox {
             if queued > self.limits.bound && !gate.over_bound {
                 gate.over_bound = true;
                 tracing::info!(
+                    component = COMPONENT,
                     event = "connection_backpressure",
                     conn = self.conn,
                     queued_bytes = queued,
@@ -299,6 +303,7 @@ impl Outbox {
     fn note_resumed(&self, gate: &mut Gate, queued: usize) {
         if std::mem::take(&mut gate.over_bound) {
             tracing::info!(
+                component = COMPONENT,
                 event = "connection_resumed",
                 conn = self.conn,
                 queued_bytes = queued,

@@ -7,7 +7,7 @@
 //! on it — no polling, no timer. A pidfd also pins the process's identity:
 //! a pid reused after the exit is never mistaken for the owner.
 //!
-//! Each watch is one task that tells the workspace actor once, then ends;
+//! Each watch is one task that tells the drift observer actor once, then ends;
 //! the actor aborts it when no lifetime is owned by that pid any more. The
 //! number of watches is bounded by the live lifetimes.
 
@@ -22,6 +22,9 @@ use actix::prelude::*;
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "drift_observer";
 
 /// The owner `pid` exited.
 #[derive(Message, Debug)]
@@ -62,7 +65,7 @@ pub fn watch(pid: u32, to: Recipient<OwnerGone>) -> io::Result<tokio::task::Join
         // is read the same way: the lifetime must not outlive a watch that
         // can no longer tell.
         if let Err(error) = fd.readable().await {
-            tracing::warn!(event = "owner_watch_failed", pid, error = %error);
+            tracing::warn!(component = COMPONENT, event = "owner_watch_failed", pid, error = %error);
         }
         to.do_send(OwnerGone { pid });
     }))

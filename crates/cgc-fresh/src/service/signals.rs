@@ -20,6 +20,9 @@ use super::last_resort::{self, Probes};
 use super::messages::{ReloadConfig, Shutdown, ShutdownReason};
 use crate::process::signal::Signal;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "signals";
+
 /// The service's signal handlers, installed. Installing is synchronous and
 /// happens before the socket is bound: a client that can connect must also
 /// be able to stop us gracefully (a handler installed lazily, on the first
@@ -71,6 +74,7 @@ pub async fn signal_loop(
         };
         if signal == Signal::HUP {
             tracing::info!(
+                component = COMPONENT,
                 event = "signal",
                 signal = signal.name(),
                 action = "reload_config"
@@ -84,6 +88,7 @@ pub async fn signal_loop(
             ShutdownReason::Signal(signal)
         };
         tracing::info!(
+            component = COMPONENT,
             event = "signal",
             signal = signal.name(),
             action = if stopping { "escalate" } else { "shutdown" }

@@ -66,11 +66,14 @@ use tokio::io::Interest;
 use tokio::net::UnixListener;
 use tokio::task::JoinHandle;
 
+use super::drift_observer::DriftObserverActor;
 use super::listener::accept_loop;
 use super::messages::{Shutdown, ShutdownReason};
-use super::workspace::WorkspaceActor;
 use crate::instance_lock::{InstanceLock, LockError};
 use crate::paths::ensure_private_dir;
+
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "socket_guard";
 
 /// The instance lock, kept at its path by the guard.
 pub struct LockKeeper {
@@ -116,7 +119,7 @@ pub fn start(
     listener: UnixListener,
     owner: SocketOwner,
     max_line_bytes: usize,
-    workspace: Addr<WorkspaceActor>,
+    workspace: Addr<DriftObserverActor>,
     lock: LockKeeper,
 ) {
     let path = match &owner {
@@ -143,7 +146,7 @@ pub fn start(
             actix_rt::spawn(guard.run(listener, spawn_accept));
         }
         Err(error) => {
-            tracing::warn!(event = "socket_guard_unavailable", socket = %path.display(), error = %error);
+            tracing::warn!(component = COMPONENT, event = "socket_guard_unavailable", socket = %path.display(), error = %error);
             spawn_accept(listener);
         }
     }
@@ -245,7 +248,7 @@ impl SocketGuard {
         let lock = lock.and_then(|keeper| {
             let (Some(lock_dir), Some(lock_name)) = (keeper.path.parent(), keeper.path.file_name())
             else {
-                tracing::warn!(event = "instance_lock_unguarded", lock = %keeper.path.display(), error = "no directory or file name");
+                tracing::warn!(component = COMPONENT, event = "instance_lock_unguarded", lock = %keeper.path.display(), error = "no directory or file name");
                 return None;
             };
             match inotify.add_watch(lock_dir, watch_mask()) {
@@ -256,7 +259,7 @@ impl SocketGuard {
                     keeper,
                 }),
                 Err(error) => {
-                    tracing::warn!(event = "instance_lock_unguarded", lock = %keeper.path.display(), error = %error);
+                    tracing::warn!(component = COMPONENT, event = "instance_lock_unguarded", lock = %keeper.path.display(), error = %error);
                     None
                 }
             }
@@ -291,12 +294,12 @@ impl SocketGuard {
         F: FnMut(UnixListener) -> JoinHandle<()>,
     {
         let mut accepting = spawn_accept(listener);
-        tracing::debug!(event = "socket_guarded", socket = %self.path.display(), rebind = self.rebind);
+        tracing::debug!(component = COMPONENT, event = "socket_guarded", socket = %self.path.display(), rebind = self.rebind);
         loop {
             let events = match self.next_events().await {
                 Ok(events) => events,
                 Err(error) => {
-                    tracing::warn!(event = "socket_guard_stopped", socket = %self.path.display(), error = %error);
+                    tracing::warn!(component = COMPONENT, event = "socket_guard_stopped", socket = %self.path.display(), error = %error);
                     return;
                 }
             };
@@ -377,6 +380,7 @@ impl SocketGuard {
                 if !self.reported_taken {
                     self.reported_taken = true;
                     tracing::warn!(
+                        component = COMPONENT,
                         event = "socket_path_taken",
                         socket = %self.path.display(),
                         cause,
@@ -387,6 +391,7 @@ impl SocketGuard {
             }
             PathNow::Gone if !self.rebind => {
                 tracing::warn!(
+                    component = COMPONENT,
                     event = "socket_lost",
                     socket = %self.path.display(),
                     cause,
@@ -401,6 +406,7 @@ impl SocketGuard {
                     self.reported_taken = false;
                     self.rewatch_socket_dir();
                     tracing::info!(
+                        component = COMPONENT,
                         event = "socket_rebound",
                         socket = %self.path.display(),
                         cause,
@@ -411,6 +417,7 @@ impl SocketGuard {
                 }
                 Err(error) => {
                     tracing::error!(
+                        component = COMPONENT,
                         event = "socket_rebind_failed",
                         socket = %self.path.display(),
                         cause,
@@ -433,6 +440,7 @@ impl SocketGuard {
         let outcome = {
             let Ok(mut held) = keeper.held.lock() else {
                 tracing::warn!(
+                    component = COMPONENT,
                     event = "instance_relock_failed",
                     cause,
                     error = "the lock's mutex is poisoned"
@@ -459,11 +467,12 @@ impl SocketGuard {
         let path = keeper.path.display().to_string();
         match outcome {
             Ok(()) => {
-                tracing::info!(event = "instance_relocked", lock = %path, cause);
+                tracing::info!(component = COMPONENT, event = "instance_relocked", lock = %path, cause);
                 self.rewatch_lock_dir();
             }
             Err(LockError::Held { holder }) => {
                 tracing::error!(
+                    component = COMPONENT,
                     event = "instance_lost",
                     lock = %path,
                     cause,
@@ -477,7 +486,7 @@ impl SocketGuard {
                 self.lock = None;
             }
             Err(error) => {
-                tracing::warn!(event = "instance_relock_failed", lock = %path, cause, error = %error);
+                tracing::warn!(component = COMPONENT, event = "instance_relock_failed", lock = %path, cause, error = %error);
             }
         }
     }
@@ -521,7 +530,7 @@ impl SocketGuard {
             }
             Ok(_) => None,
             Err(error) => {
-                tracing::warn!(event = "socket_guard_stopped", dir = %dir.display(), error = %error);
+                tracing::warn!(component = COMPONENT, event = "socket_guard_stopped", dir = %dir.display(), error = %error);
                 None
             }
         }

@@ -19,6 +19,9 @@ use cgc_fresh_core::freshness::FreshnessRecord;
 use crate::paths::ensure_private_dir;
 use crate::supervisor::registry::write_atomically;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "drift_observer";
+
 pub struct FreshnessStore {
     dir: PathBuf,
     file: PathBuf,
@@ -74,12 +77,12 @@ impl FreshnessStore {
             Ok(()) => {
                 self.written = Some(meaning);
                 if self.failing.take().is_some() {
-                    tracing::info!(event = "state_write_recovered", path = %self.file.display());
+                    tracing::info!(component = COMPONENT, event = "state_write_recovered", path = %self.file.display());
                 }
             }
             Err(error) => {
                 if self.failing.is_none() {
-                    tracing::error!(event = "state_write_failed", path = %self.file.display(), error = %error);
+                    tracing::error!(component = COMPONENT, event = "state_write_failed", path = %self.file.display(), error = %error);
                     self.withdraw_stale_file();
                 }
                 self.failing = Some(format!(
@@ -109,10 +112,10 @@ impl FreshnessStore {
         };
         match outcome {
             Ok(how) => {
-                tracing::warn!(event = "state_file_withdrawn", path = %self.file.display(), how)
+                tracing::warn!(component = COMPONENT, event = "state_file_withdrawn", path = %self.file.display(), how)
             }
             Err(error) => {
-                tracing::error!(event = "state_file_withdraw_failed", path = %self.file.display(), error = %error)
+                tracing::error!(component = COMPONENT, event = "state_file_withdraw_failed", path = %self.file.display(), error = %error)
             }
         }
     }

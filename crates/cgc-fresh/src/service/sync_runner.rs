@@ -33,6 +33,9 @@ use crate::process::cgc_markers::{is_watch_ready_line, output_has_lock_error};
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, InterruptChild, RootSupervisor, SpawnChild, StopChild};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "sync_runner";
+
 /// How a fallback reason begins when the installed CGC cannot run the
 /// incremental driver (its API probe failed, no interpreter).
 const DRIVER_UNAVAILABLE: &str = "the incremental driver is unavailable";
@@ -74,7 +77,8 @@ pub struct UseSettings(pub Settings);
 #[rtype(result = "()")]
 pub struct ForgetSession(pub SessionKey);
 
-/// What happened to a flight, for the workspace actor.
+/// What happened to a flight, for the sync scheduler actor (which passes it
+/// on to the drift observer).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct SyncReport {
@@ -223,13 +227,18 @@ impl SyncRunner {
     }
 
     fn report(&self, flight: FlightId, event: SyncEvent) {
-        tracing::info!(event = "sync_report", flight = flight.0, report = ?event);
+        tracing::info!(component = COMPONENT, event = "sync_report", flight = flight.0, report = ?event);
         self.report_to.do_send(SyncReport { flight, event });
     }
 
     /// The process holding CGC's database, if any (see `process::busy`).
     fn lock_holder(&self) -> Option<String> {
-        find_lock_holder(&self.workspace, &self.home, &self.settings.cgc.global_args)
+        find_lock_holder(
+            &self.workspace,
+            &self.home,
+            &self.settings.cgc.global_args,
+            COMPONENT,
+        )
     }
 
     fn indexed_by_marker(&self) -> bool {
@@ -362,9 +371,9 @@ impl SyncRunner {
             None => format!("sync strategy {strategy}"),
         };
         if fallback.is_some() {
-            tracing::warn!(event = "sync_strategy_fallback", flight = flight.0, strategy = %strategy, reason = fallback.as_deref());
+            tracing::warn!(component = COMPONENT, event = "sync_strategy_fallback", flight = flight.0, strategy = %strategy, reason = fallback.as_deref());
         } else {
-            tracing::info!(event = "sync_strategy", flight = flight.0, strategy = %strategy);
+            tracing::info!(component = COMPONENT, event = "sync_strategy", flight = flight.0, strategy = %strategy);
         }
         self.report(
             flight,
@@ -434,7 +443,7 @@ impl SyncRunner {
             run.facts = SyncRunFacts::default();
             run.end_requested = None;
         }
-        tracing::info!(event = "driver_probe", program = %program.display());
+        tracing::info!(component = COMPONENT, event = "driver_probe", program = %program.display());
         self.spawn_program(program, argv, ChildKind::Probe, ctx);
     }
 
@@ -467,6 +476,7 @@ impl SyncRunner {
             result: None,
         });
         tracing::info!(
+            component = COMPONENT,
             event = "sync_strategy",
             flight = flight.0,
             strategy = "incremental",
@@ -489,7 +499,12 @@ impl SyncRunner {
         };
         run.timer = None;
         let child = run.phase.child();
-        tracing::warn!(event = "sync_timeout", flight = flight.0, child);
+        tracing::warn!(
+            component = COMPONENT,
+            event = "sync_timeout",
+            flight = flight.0,
+            child
+        );
         run.facts.timed_out = true;
         self.request_end(EndRequest::Stop("time budget exhausted"));
     }
@@ -536,6 +551,7 @@ impl SyncRunner {
                 let indexed = conclusive
                     && listing_mentions_workspace(lines.iter().map(String::as_str), &workspace);
                 tracing::info!(
+                    component = COMPONENT,
                     event = "consent_listing",
                     indexed,
                     conclusive,
@@ -614,6 +630,7 @@ impl SyncRunner {
                     )),
                 };
                 tracing::info!(
+                    component = COMPONENT,
                     event = "driver_probe_result",
                     ok = answer.is_ok(),
                     reason = answer.as_ref().err()
@@ -657,6 +674,7 @@ impl SyncRunner {
                                     SyncOutcome::Succeeded => {
                                         self.must_reconcile = None;
                                         tracing::info!(
+                                            component = COMPONENT,
                                             event = "incremental_applied",
                                             flight = run.flight.0,
                                             files = paths.len(),
@@ -750,6 +768,7 @@ impl Handler<RunSync> for SyncRunner {
         if let Some(current) = &self.run {
             // The machine keeps one flight at a time; a second is a bug there.
             tracing::error!(
+                component = COMPONENT,
                 event = "sync_overlap_refused",
                 running = current.flight.0,
                 asked = msg.flight.0

@@ -48,6 +48,9 @@ use crate::process::cgc_markers::{is_watch_ready_line, watch_applied_path};
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "watcher_supervisor";
+
 /// The `sitecustomize` that makes CGC's watcher print, at INFO, the line it
 /// logs after it applied a file (its CLI leaves the logger at WARNING). It
 /// then runs any other `sitecustomize` on the path, which it shadows.
@@ -77,7 +80,7 @@ pub struct SessionGone {
 #[rtype(result = "()")]
 pub struct WatcherSettings(pub Settings);
 
-/// What happened, for the workspace actor (and from there the machine).
+/// What happened, for the drift observer actor (and from there its sub-machine).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct WatcherReport {
@@ -185,7 +188,7 @@ impl WatcherSupervisor {
     }
 
     fn report(&self, session: &SessionKey, event: WatcherEvent) {
-        tracing::info!(event = "watcher_report", session = %session, report = ?event);
+        tracing::info!(component = COMPONENT, event = "watcher_report", session = %session, report = ?event);
         self.report_to.do_send(WatcherReport {
             session: session.clone(),
             event,
@@ -212,7 +215,7 @@ impl WatcherSupervisor {
             backend.as_ref(),
             self.indexed(),
         );
-        tracing::info!(event = "decision", decision = "watcher_gate", session = %session, mode = %self.settings.freshness.watch, gate = ?decision);
+        tracing::info!(component = COMPONENT, event = "decision", decision = "watcher_gate", session = %session, mode = %self.settings.freshness.watch, gate = ?decision);
         match decision {
             GateDecision::Skip => {}
             GateDecision::NeedBackend => self.detector.do_send(DetectBackend {
@@ -238,16 +241,19 @@ impl WatcherSupervisor {
                 // The ended lifetime's watcher is still being stopped (it
                 // may hold the embedded database until it exits): this one
                 // starts once it is gone.
-                tracing::info!(event = "watcher_deferred", session = %session, until_gone = %running.session);
+                tracing::info!(component = COMPONENT, event = "watcher_deferred", session = %session, until_gone = %running.session);
                 self.deferred = Some(session);
             } else {
-                tracing::info!(event = "watcher_already_running", session = %session);
+                tracing::info!(component = COMPONENT, event = "watcher_already_running", session = %session);
             }
             return;
         }
-        if let Some(holder) =
-            find_lock_holder(&self.workspace, &self.home, &self.settings.cgc.global_args)
-        {
+        if let Some(holder) = find_lock_holder(
+            &self.workspace,
+            &self.home,
+            &self.settings.cgc.global_args,
+            COMPONENT,
+        ) {
             self.report(&session, WatcherEvent::Busy { holder });
             return;
         }
@@ -292,7 +298,7 @@ impl WatcherSupervisor {
                         if let Some(running) = act.running.as_mut() {
                             running.timer = None;
                             if !running.verified {
-                                tracing::info!(event = "watcher_still_reconciling", session = %running.session, "alive past freshness.watcherLivenessMs without its ready line; not verified");
+                                tracing::info!(component = COMPONENT, event = "watcher_still_reconciling", session = %running.session, "alive past freshness.watcherLivenessMs without its ready line; not verified");
                             }
                         }
                     }));
@@ -358,7 +364,7 @@ impl WatcherSupervisor {
                 env.push(("PYTHONPATH".to_string(), path));
             }
             Err(error) => {
-                tracing::warn!(event = "watch_logging_unavailable", dir = %self.shim_dir.display(), error = %error);
+                tracing::warn!(component = COMPONENT, event = "watch_logging_unavailable", dir = %self.shim_dir.display(), error = %error);
             }
         }
         env
@@ -379,7 +385,7 @@ impl WatcherSupervisor {
             "no ready line within cgc.maintenanceTimeoutMs ({} ms): its start-up reconcile did not finish",
             budget.as_millis()
         );
-        tracing::warn!(event = "watcher_gave_up", session = %running.session, child, reason = %why);
+        tracing::warn!(component = COMPONENT, event = "watcher_gave_up", session = %running.session, child, reason = %why);
         running.gave_up = Some(why);
         self.supervisor.do_send(StopChild {
             id: child,
@@ -410,7 +416,7 @@ impl WatcherSupervisor {
             ctx.cancel_future(timer);
         }
         let session = running.session.clone();
-        tracing::info!(event = "watcher_verified", session = %session, pid, why);
+        tracing::info!(component = COMPONENT, event = "watcher_verified", session = %session, pid, why);
         self.report(&session, WatcherEvent::Verified { pid });
     }
 }

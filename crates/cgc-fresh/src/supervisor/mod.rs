@@ -32,6 +32,9 @@ use crate::process::spawn::{child_owner_token, spawn_child, ChildKind, SpawnErro
 use crate::process::stop::{interrupt_child, stop_child, StopPlan, StopTarget};
 use registry::{Registry, RegistryEntry, RegistryFile};
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "root_supervisor";
+
 /// How long to wait for a child's output pipes to drain after it exited
 /// (a daemonized grandchild can hold them open forever).
 const OUTPUT_DRAIN_BOUND: Duration = Duration::from_millis(500);
@@ -187,7 +190,7 @@ impl RootSupervisor {
             children: self.children.values().map(|c| c.entry.clone()).collect(),
         };
         if let Err(error) = self.registry.store(&file) {
-            tracing::warn!(event = "registry_write_failed", path = %self.registry.path().display(), error = %error);
+            tracing::warn!(component = COMPONENT, event = "registry_write_failed", path = %self.registry.path().display(), error = %error);
         }
     }
 
@@ -209,6 +212,7 @@ impl RootSupervisor {
         Some(async move {
             let report = stop_child(&target, plan, &mut exited, reason).await;
             tracing::info!(
+                component = COMPONENT,
                 event = "child_stopped",
                 id,
                 pid = target.pid,
@@ -274,7 +278,9 @@ impl Actor for RootSupervisor {
             Ok(reaper) => {
                 ctx.add_stream(reaper.into_stream());
             }
-            Err(error) => tracing::error!(event = "reaper_failed", error = %error),
+            Err(error) => {
+                tracing::error!(component = COMPONENT, event = "reaper_failed", error = %error)
+            }
         }
         self.persist();
     }
@@ -283,7 +289,7 @@ impl Actor for RootSupervisor {
 impl StreamHandler<ReapedProcess> for RootSupervisor {
     fn handle(&mut self, reaped: ReapedProcess, _: &mut Self::Context) {
         if !self.watchers.dispatch(&reaped) {
-            tracing::info!(event = "orphan_reaped", pid = reaped.pid, status = %reaped.status);
+            tracing::info!(component = COMPONENT, event = "orphan_reaped", pid = reaped.pid, status = %reaped.status);
         }
     }
 }
@@ -310,7 +316,7 @@ impl Handler<SpawnChild> for RootSupervisor {
         let spawned = match spawn_child(&spec) {
             Ok(spawned) => spawned,
             Err(error) => {
-                tracing::warn!(event = "spawn_failed", id, program = %msg.program.display(), args = ?msg.args, error = %error);
+                tracing::warn!(component = COMPONENT, event = "spawn_failed", id, program = %msg.program.display(), args = ?msg.args, error = %error);
                 return Err(error.into());
             }
         };
@@ -318,6 +324,7 @@ impl Handler<SpawnChild> for RootSupervisor {
         // reported as an orphan.
         let exited = self.watchers.watch(spawned.pid);
         tracing::info!(
+            component = COMPONENT,
             event = "spawn",
             id,
             kind = ?msg.kind,
@@ -354,7 +361,7 @@ impl Handler<SpawnChild> for RootSupervisor {
             if let Err(error) =
                 capture_output(pid, spawned.stdout, spawned.stderr, reader_capture, on_line).await
             {
-                tracing::warn!(event = "child_output_unreadable", id, pid, error = %error);
+                tracing::warn!(component = COMPONENT, event = "child_output_unreadable", id, pid, error = %error);
             }
             let _ = drained_tx.send(());
         });
@@ -414,6 +421,7 @@ impl RootSupervisor {
         let runtime = child.started.elapsed();
         let status = status.unwrap_or_else(|| std::os::unix::process::ExitStatusExt::from_raw(0));
         tracing::info!(
+            component = COMPONENT,
             event = "child_exited",
             id,
             kind = ?child.kind,
@@ -456,6 +464,7 @@ impl Handler<InterruptChild> for RootSupervisor {
         };
         let sent = interrupt_child(&target, &child.exited, msg.reason);
         tracing::info!(
+            component = COMPONENT,
             event = "child_interrupted",
             id = msg.id,
             pid = target.pid,
@@ -475,7 +484,7 @@ impl Handler<StopSession> for RootSupervisor {
             .filter(|(_, c)| c.session.as_ref() == Some(&msg.session))
             .map(|(id, _)| *id)
             .collect();
-        tracing::info!(event = "stop_session_children", session = %msg.session, children = ids.len());
+        tracing::info!(component = COMPONENT, event = "stop_session_children", session = %msg.session, children = ids.len());
         for id in ids {
             if let Some(stop) = self.stop_future(id, "session ended") {
                 ctx.spawn(stop.into_actor(self));
@@ -495,6 +504,7 @@ impl Handler<StopAll> for RootSupervisor {
             .filter_map(|id| self.stop_future(id, msg.reason))
             .collect();
         tracing::info!(
+            component = COMPONENT,
             event = "stop_all",
             reason = msg.reason,
             children = stops.len()
@@ -523,10 +533,10 @@ impl RootSupervisor {
         }
         match self.registry.remove() {
             Ok(()) => {
-                tracing::info!(event = "registry_removed", path = %self.registry.path().display())
+                tracing::info!(component = COMPONENT, event = "registry_removed", path = %self.registry.path().display())
             }
             Err(error) => {
-                tracing::warn!(event = "registry_remove_failed", path = %self.registry.path().display(), error = %error);
+                tracing::warn!(component = COMPONENT, event = "registry_remove_failed", path = %self.registry.path().display(), error = %error);
                 self.persist();
             }
         }
@@ -537,7 +547,7 @@ impl Handler<ReleaseRegistry> for RootSupervisor {
     type Result = ();
     fn handle(&mut self, _: ReleaseRegistry, _: &mut Self::Context) {
         if self.owns_registry {
-            tracing::warn!(event = "registry_released", path = %self.registry.path().display());
+            tracing::warn!(component = COMPONENT, event = "registry_released", path = %self.registry.path().display());
         }
         self.owns_registry = false;
     }
@@ -548,7 +558,7 @@ impl Handler<KillAllNow> for RootSupervisor {
     fn handle(&mut self, _: KillAllNow, _: &mut Self::Context) {
         self.shutting_down = true;
         let killed = panic_hook::kill_everything_now();
-        tracing::warn!(event = "kill_all_now", killed);
+        tracing::warn!(component = COMPONENT, event = "kill_all_now", killed);
     }
 }
 

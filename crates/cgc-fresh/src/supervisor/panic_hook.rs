@@ -8,6 +8,9 @@ use std::sync::Mutex;
 use crate::process::kill::{kill_token_holders, Tokens};
 use crate::process::stop::kill_now;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "root_supervisor";
+
 /// Live child groups and the owner-token prefix of this instance, kept
 /// where a panic hook can reach them without the actor system.
 static LIVE: Mutex<Option<LiveGroups>> = Mutex::new(None);
@@ -73,10 +76,10 @@ pub fn install() {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        tracing::error!(event = "panic", location = %location, message = %message, action = "kill_children_and_exit");
+        tracing::error!(component = COMPONENT, event = "panic", location = %location, message = %message, action = "kill_children_and_exit");
         default_hook(info);
         let killed = kill_everything_now();
-        tracing::error!(event = "panic_cleanup", killed);
+        tracing::error!(component = COMPONENT, event = "panic_cleanup", killed);
         std::process::exit(101);
     }));
 }

@@ -26,6 +26,9 @@ use nix::sys::socket::{
     getsockname, getsockopt, sockopt, AddressFamily, SockType, SockaddrLike, SockaddrStorage,
 };
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "lifecycle";
+
 /// The first passed descriptor (`SD_LISTEN_FDS_START` in `sd-daemon.h`).
 pub const SD_LISTEN_FDS_START: RawFd = 3;
 
@@ -114,7 +117,12 @@ pub fn listener_from_vars(
     let pid: u32 = parse_number(pid).ok_or_else(|| ActivationError::InvalidPid(pid.clone()))?;
     if pid != our_pid {
         // Inherited from an activated parent: those descriptors are not ours.
-        tracing::debug!(event = "listen_fds_not_for_us", listen_pid = pid, our_pid);
+        tracing::debug!(
+            component = COMPONENT,
+            event = "listen_fds_not_for_us",
+            listen_pid = pid,
+            our_pid
+        );
         return Ok(None);
     }
     let Some(count) = &vars.fds else {
@@ -133,6 +141,7 @@ pub fn listener_from_vars(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         tracing::warn!(
+            component = COMPONENT,
             event = "listen_fds_extra",
             passed = count,
             used_fd = first_fd,

@@ -21,6 +21,9 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The actor whose work this is, named in every log line.
+const COMPONENT: &str = "lifecycle";
+
 const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 const WATCHDOG_USEC: &str = "WATCHDOG_USEC";
 const WATCHDOG_PID: &str = "WATCHDOG_PID";
@@ -93,14 +96,14 @@ impl Notifier {
         let target = match parse_target(vars.notify_socket.as_ref()) {
             Ok(target) => target,
             Err(error) => {
-                tracing::warn!(event = "notify_socket_invalid", error = %error);
+                tracing::warn!(component = COMPONENT, event = "notify_socket_invalid", error = %error);
                 None
             }
         };
         let watchdog_interval = match parse_watchdog(&vars, our_pid) {
             Ok(interval) => interval,
             Err(error) => {
-                tracing::warn!(event = "watchdog_env_invalid", error = %error);
+                tracing::warn!(component = COMPONENT, event = "watchdog_env_invalid", error = %error);
                 None
             }
         };

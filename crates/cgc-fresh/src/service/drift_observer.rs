@@ -1,42 +1,48 @@
-//! `WorkspaceActor`: the one mailbox through which every harness frame
-//! reaches the workspace's freshness machine, and the shell that carries
-//! out the machine's decisions.
+//! `DriftObserverActor`: the one mailbox through which every harness frame
+//! reaches the workspace, and the owner of what was observed.
 //!
-//! The rules live in `cgc_fresh_core::freshness::Freshness`; this actor
-//! only translates frames into inputs, effects into actions (start/cancel a
-//! sync, push a notice, persist and push the state), and arms the single
-//! one-shot wake-up the machine asks for (none while idle). Replies go back
-//! through the requesting connection's recipient, in arrival order.
+//! Owns the core's `DriftObserver` sub-machine (sessions and their
+//! lifetimes, edit epochs, pending paths, probes, the record — of which it
+//! is the only writer), the record's store, the manifest and the walks that
+//! record and compare it, and the owner-process watches. It translates
+//! frames into inputs and the sub-machine's decisions into actions (start a
+//! sync once its snapshot is taken, compare the tree, stop a lifetime's
+//! children, persist and push the state); what the sub-machine tells the
+//! scheduler and the notices goes to the `SyncSchedulerActor` and the
+//! `NoticesActor`. Replies go back through the requesting connection's
+//! outlet, in arrival order.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
 use cgc_fresh_core::freshness::{
-    Effect, FlightId, Freshness, FreshnessPolicy, Input, Millis, ProbeId, SyncOutcome, TreeChanges,
-    WatcherDecline, MAX_LIVE_SESSIONS,
+    DriftObserver, Effect, Envelope as CoreEnvelope, FlightId, FreshnessPolicy, FreshnessRecord,
+    Input, Millis, ProbeId, SyncOutcome, SyncScheduler, ToNotices, ToObserver, ToScheduler,
+    TreeChanges, WatcherDecline, MAX_LIVE_SESSIONS,
 };
 use cgc_fresh_core::manifest_diff::changed_paths;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
-    Audience, ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, Notice, NoticesFrame,
-    RequestId, ServerFrame, StateFrame, Welcome, PROTOCOL_VERSION,
+    ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, RequestId, ServerFrame, StateFrame,
+    Welcome, PROTOCOL_VERSION,
 };
 
 use super::backend_detector::{BackendDetector, DetectorSettings, ForgetBackend};
-use super::hub::NoticeHub;
 use super::messages::{
-    ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, Outlet, Shutdown,
-    ShutdownReason,
+    ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, NoticesMail,
+    ObserverMail, Outlet, SchedulerMail, Shutdown, ShutdownReason,
 };
+use super::notices::{CarriersOf, NoticesActor, PushState, Subscribe, TakeHeld, Unsubscribe};
 use super::owner_watch::{self, OwnerGone};
 use super::store::{FreshnessStore, Restored};
 use super::sync_runner::{
     CancelRun, ForgetSession, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
 };
+use super::sync_scheduler::{SchedulerPolicy, SyncSchedulerActor};
 use super::watcher_supervisor::{
     SessionBegan, SessionGone, WatcherEvent, WatcherReport, WatcherSettings, WatcherSupervisor,
 };
@@ -47,20 +53,30 @@ use crate::process::executable::locate;
 use crate::real_path;
 use crate::supervisor::{LiveChildren, RootSupervisor, StopSession};
 
-pub struct WorkspaceActor {
+/// The actor's name in every log line.
+const COMPONENT: &str = "drift_observer";
+
+pub struct DriftObserverActor {
     workspace: PathBuf,
     config: Arc<LoadedConfig>,
-    hub: NoticeHub,
     supervisor: Addr<RootSupervisor>,
+    scheduler: Option<Addr<SyncSchedulerActor>>,
+    notices: Option<Addr<NoticesActor>>,
+    /// Whether the scheduler has a sync queued (the state's `detail`).
+    scheduler_queued: bool,
+    /// What the sub-machine told the scheduler and the notices this turn
+    /// of the event loop, sent at its end (`flush_mail`) — or before any
+    /// other message to those actors, so that the order is kept.
+    scheduler_mail: Vec<ToScheduler>,
+    notices_mail: Vec<ToNotices>,
+    mail_flush_scheduled: bool,
     runner: Option<Addr<SyncRunner>>,
     watcher: Option<Addr<WatcherSupervisor>>,
     detector: Option<Addr<BackendDetector>>,
     /// The last backend answer, shown in the state frame.
     backend: Option<BackendAnswer>,
-    machine: Freshness,
+    machine: DriftObserver,
     store: FreshnessStore,
-    /// The one armed wake-up: when, and its handle.
-    wake: Option<(Millis, SpawnHandle)>,
     /// The `instance` each connection introduced itself with.
     instances: HashMap<ConnId, String>,
     /// Fault injection for the panic-path tests (debug builds only).
@@ -152,7 +168,7 @@ fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
     }
 }
 
-impl WorkspaceActor {
+impl DriftObserverActor {
     pub fn new(
         paths: &ServicePaths,
         config: Arc<LoadedConfig>,
@@ -162,30 +178,35 @@ impl WorkspaceActor {
         let store = FreshnessStore::new(paths.state_dir.clone(), paths.state_file.clone());
         let restored = match store.load() {
             Restored::Found(record) => {
-                tracing::info!(event = "state_restored", path = %paths.state_file.display(), status = ?record.status);
+                tracing::info!(component = COMPONENT, event = "state_restored", path = %paths.state_file.display(), status = ?record.status);
                 Some(record)
             }
             Restored::Missing => None,
             Restored::Unreadable(problem) => {
-                tracing::warn!(event = "state_unreadable", path = %paths.state_file.display(), problem = %problem);
+                tracing::warn!(component = COMPONENT, event = "state_unreadable", path = %paths.state_file.display(), problem = %problem);
                 None
             }
         };
-        let machine = Freshness::new(policy(&config.settings, &paths.workspace), restored, now());
+        let machine =
+            DriftObserver::new(policy(&config.settings, &paths.workspace), restored, now());
         let manifest_file = paths.state_dir.join(MANIFEST_FILE);
         let manifest = manifest::load(&manifest_file).map(Arc::new);
-        WorkspaceActor {
+        DriftObserverActor {
             workspace: paths.workspace.clone(),
             config,
-            hub: NoticeHub::default(),
             supervisor,
+            scheduler: None,
+            notices: None,
+            scheduler_queued: false,
+            scheduler_mail: Vec::new(),
+            notices_mail: Vec::new(),
+            mail_flush_scheduled: false,
             runner: None,
             watcher: None,
             detector: None,
             backend: None,
             machine,
             store,
-            wake: None,
             instances: HashMap::new(),
             panic_on_status: cfg!(debug_assertions)
                 && std::env::var_os("CGC_FRESH_FAULT_PANIC_ON_STATUS").is_some(),
@@ -211,7 +232,7 @@ impl WorkspaceActor {
     }
 
     fn state_frame(&self) -> StateFrame {
-        let mut frame = self.machine.state_frame();
+        let mut frame = self.machine.state_frame(self.scheduler_queued);
         if let Some(note) = &self.sync_note {
             frame.detail = Some(match frame.detail.take() {
                 Some(detail) => format!("{detail}; {note}"),
@@ -235,12 +256,16 @@ impl WorkspaceActor {
         }
         match owner_watch::watch(pid, ctx.address().recipient()) {
             Ok(task) => {
-                tracing::info!(event = "owner_watched", owner_pid = pid);
+                tracing::info!(
+                    component = COMPONENT,
+                    event = "owner_watched",
+                    owner_pid = pid
+                );
                 self.owner_watches.insert(pid, task);
             }
             // Gone between the check and the watch: it ended already.
             Err(error) => {
-                tracing::info!(event = "owner_gone", owner_pid = pid, error = %error);
+                tracing::info!(component = COMPONENT, event = "owner_gone", owner_pid = pid, error = %error);
                 ctx.address().do_send(OwnerGone { pid });
             }
         }
@@ -267,9 +292,11 @@ impl WorkspaceActor {
         if missing != self.cgc_missing {
             match &missing {
                 Some(problem) => {
-                    tracing::warn!(event = "cgc_not_found", executable = %executable, problem = %problem)
+                    tracing::warn!(component = COMPONENT, event = "cgc_not_found", executable = %executable, problem = %problem)
                 }
-                None => tracing::info!(event = "cgc_found", executable = %executable),
+                None => {
+                    tracing::info!(component = COMPONENT, event = "cgc_found", executable = %executable)
+                }
             }
             self.cgc_missing = missing;
         }
@@ -282,21 +309,52 @@ impl WorkspaceActor {
         }
     }
 
-    /// Feeds one input to the machine and carries out what it decides.
+    /// Feeds one input to the sub-machine and carries out what it decides.
     fn apply(&mut self, input: Input, ctx: &mut Context<Self>) {
-        let mut queue = vec![input];
+        self.deliver(ToObserver::Input(input), ctx);
+    }
+
+    /// Hands `message` to the sub-machine; sends what it tells the
+    /// scheduler and the notices to their actors, and carries out its
+    /// decisions for the shell.
+    fn deliver(&mut self, message: ToObserver, ctx: &mut Context<Self>) {
+        let mut queue = vec![message];
         loop {
-            while let Some(input) = queue.pop() {
-                tracing::debug!(event = "freshness_input", input = ?input);
-                let effects = self.machine.handle(now(), input);
-                for effect in effects {
-                    self.carry_out(effect, &mut queue);
+            while let Some(message) = queue.pop() {
+                tracing::debug!(component = COMPONENT, event = "freshness_input", input = ?message);
+                // A start may add a carrier to its name's lifetime; the
+                // notices actor drops closed connections and ended
+                // lifetimes itself.
+                let started = match &message {
+                    ToObserver::Input(Input::SessionStarted { session, .. }) => {
+                        Some(session.clone())
+                    }
+                    _ => None,
+                };
+                let before = self.machine.record().clone();
+                let sent = self.machine.handle(now(), message);
+                self.machine.refresh_pending();
+                if *self.machine.record() != before {
+                    self.state_dirty = true;
+                }
+                // Before the offers that follow from it: a notice counts
+                // on the connections that carry its lifetime now.
+                if let Some(name) = started {
+                    self.send_carriers(&name);
+                }
+                for envelope in sent {
+                    match envelope {
+                        CoreEnvelope::Shell(effect) => self.carry_out(effect),
+                        CoreEnvelope::Scheduler(message) => self.scheduler_mail.push(message),
+                        CoreEnvelope::Notices(message) => self.notices_mail.push(message),
+                        CoreEnvelope::Observer(message) => queue.push(message),
+                    }
                 }
             }
             for (flight, taken_at) in std::mem::take(&mut self.snapshots_to_take) {
                 self.take_snapshot(flight, taken_at, ctx);
             }
-            queue.extend(self.compare_probes(ctx));
+            queue.extend(self.compare_probes(ctx).into_iter().map(ToObserver::Input));
             if queue.is_empty() {
                 break;
             }
@@ -304,11 +362,52 @@ impl WorkspaceActor {
         for pid in std::mem::take(&mut self.owners_to_watch) {
             self.watch_owner(pid, ctx);
         }
+        self.schedule_mail_flush(ctx);
         self.schedule_state_flush(ctx);
-        self.rearm_wake(ctx);
     }
 
-    fn carry_out(&mut self, effect: Effect, follow_up: &mut Vec<Input>) {
+    fn schedule_mail_flush(&mut self, ctx: &mut Context<Self>) {
+        if self.mail_flush_scheduled
+            || (self.scheduler_mail.is_empty() && self.notices_mail.is_empty())
+        {
+            return;
+        }
+        self.mail_flush_scheduled = true;
+        ctx.spawn(actix::fut::ready(()).map(|_, act: &mut Self, _| act.flush_mail()));
+    }
+
+    /// Sends what the scheduler and the notices were told since the last
+    /// flush, one message each.
+    fn flush_mail(&mut self) {
+        self.mail_flush_scheduled = false;
+        if !self.scheduler_mail.is_empty() {
+            let mail = std::mem::take(&mut self.scheduler_mail);
+            if let Some(scheduler) = &self.scheduler {
+                scheduler.do_send(SchedulerMail(mail));
+            }
+        }
+        if !self.notices_mail.is_empty() {
+            let mail = std::mem::take(&mut self.notices_mail);
+            if let Some(notices) = &self.notices {
+                notices.do_send(NoticesMail(mail));
+            }
+        }
+    }
+
+    /// Tells the notices actor which connections carry the live lifetime
+    /// of session `name`.
+    fn send_carriers(&mut self, name: &str) {
+        let Some(session) = self.machine.current_lifetime(name) else {
+            return;
+        };
+        let carriers = self.machine.carriers(&session);
+        self.flush_mail();
+        if let Some(notices) = &self.notices {
+            notices.do_send(CarriersOf { session, carriers });
+        }
+    }
+
+    fn carry_out(&mut self, effect: Effect) {
         match effect {
             Effect::StartSync {
                 flight,
@@ -316,8 +415,9 @@ impl WorkspaceActor {
                 manual,
             } => {
                 tracing::info!(
-                    event = "decision",
-                    decision = "start_sync",
+                    component = COMPONENT,
+                    // The scheduler logged the decision; this is its start.
+                    event = "sync_starting",
                     flight = flight.0,
                     session = session.as_ref().map(tracing::field::display),
                     manual
@@ -340,6 +440,7 @@ impl WorkspaceActor {
             }
             Effect::ProbeWorkspace { probe } => {
                 tracing::debug!(
+                    component = COMPONENT,
                     event = "decision",
                     decision = "probe_workspace",
                     probe = probe.get()
@@ -348,8 +449,8 @@ impl WorkspaceActor {
             }
             Effect::CancelSync { flight } => {
                 tracing::info!(
-                    event = "decision",
-                    decision = "cancel_sync",
+                    component = COMPONENT,
+                    event = "sync_cancelling",
                     flight = flight.0
                 );
                 match self.pending_run.as_mut() {
@@ -364,28 +465,9 @@ impl WorkspaceActor {
                     }
                 }
             }
-            Effect::Notice {
-                session,
-                condition,
-                level,
-                text,
-            } => {
-                let frame = Envelope::new(ServerFrame::Notice(Notice {
-                    session: Some(session.name.clone()),
-                    condition,
-                    level,
-                    text: text.clone(),
-                    audience: Audience::User,
-                }));
-                // Every subscriber sees a copy (`cgc-fresh events`), but the
-                // notice is spent only when a connection carrying its own
-                // session got it.
-                let carriers = self.machine.carriers(&session);
-                let delivered = self.hub.broadcast_counting(&frame, &carriers);
-                tracing::info!(event = "notice", session = %session, condition = ?condition, level = ?level, delivered_to_session = delivered, text = %text);
-                if delivered > 0 {
-                    follow_up.push(Input::NoticeDelivered { session, condition });
-                }
+            // Offered, pushed and counted by the notices actor.
+            Effect::Notice { .. } => {
+                tracing::warn!(component = COMPONENT, event = "unrouted", effect = ?effect)
             }
             Effect::SessionOpened {
                 session,
@@ -396,7 +478,7 @@ impl WorkspaceActor {
                 } else {
                     "session_opened"
                 };
-                tracing::info!(event, session = %session);
+                tracing::info!(component = COMPONENT, event, session = %session);
                 if let Some(pid) = self.machine.owner(&session) {
                     self.owners_to_watch.push(pid);
                 }
@@ -412,7 +494,7 @@ impl WorkspaceActor {
                 } else {
                     "session_closed"
                 };
-                tracing::info!(event, session = %session);
+                tracing::info!(component = COMPONENT, event, session = %session);
                 self.unwatch_unowned();
                 // The same cleanup on every path: children, consent,
                 // watcher and backend answers of this lifetime.
@@ -460,6 +542,7 @@ impl WorkspaceActor {
         );
         if self.last_transition.as_ref() != Some(&summary) {
             tracing::info!(
+                component = COMPONENT,
                 event = "transition",
                 status = state.status.as_str(),
                 stale_since = state.stale_since,
@@ -470,29 +553,15 @@ impl WorkspaceActor {
             );
             self.last_transition = Some(summary);
         } else {
-            tracing::debug!(event = "state_pushed", edit_epoch = state.edit_epoch);
+            tracing::debug!(
+                component = COMPONENT,
+                event = "state_pushed",
+                edit_epoch = state.edit_epoch
+            );
         }
-        self.hub
-            .broadcast(&Envelope::new(ServerFrame::State(state)));
-    }
-
-    /// Keeps exactly one one-shot timer armed for the machine's next
-    /// deadline, and none when it has none.
-    fn rearm_wake(&mut self, ctx: &mut Context<Self>) {
-        let wanted = self.machine.next_deadline();
-        if self.wake.as_ref().map(|(at, _)| *at) == wanted {
-            return;
-        }
-        if let Some((_, handle)) = self.wake.take() {
-            ctx.cancel_future(handle);
-        }
-        if let Some(at) = wanted {
-            let delay = Duration::from_millis(at.0.saturating_sub(now().0));
-            let handle = ctx.run_later(delay, |act, ctx| {
-                act.wake = None;
-                act.apply(Input::Wake, ctx);
-            });
-            self.wake = Some((at, handle));
+        self.flush_mail();
+        if let Some(notices) = &self.notices {
+            notices.do_send(PushState(Envelope::new(ServerFrame::State(state))));
         }
     }
 
@@ -523,7 +592,7 @@ impl WorkspaceActor {
                             Manifest::Recorded(recorded) => Some(recorded.files.len()),
                             Manifest::TooLarge { .. } => None,
                         };
-                        tracing::info!(event = "manifest_snapshot", flight = flight.0, files, too_large = files.is_none(), ms = ms as u64);
+                        tracing::info!(component = COMPONENT, event = "manifest_snapshot", flight = flight.0, files, too_large = files.is_none(), ms = ms as u64);
                         let taken = Arc::new(taken);
                         match snapshot.state {
                             SnapshotState::Taking { commit: true } => {
@@ -534,11 +603,11 @@ impl WorkspaceActor {
                         }
                     }
                     Ok((Err(error), _)) => {
-                        tracing::warn!(event = "manifest_snapshot_failed", flight = flight.0, error = %error);
+                        tracing::warn!(component = COMPONENT, event = "manifest_snapshot_failed", flight = flight.0, error = %error);
                         act.snapshot = None;
                     }
                     Err(error) => {
-                        tracing::warn!(event = "manifest_snapshot_failed", flight = flight.0, error = %error);
+                        tracing::warn!(component = COMPONENT, event = "manifest_snapshot_failed", flight = flight.0, error = %error);
                         act.snapshot = None;
                     }
                 }
@@ -565,6 +634,7 @@ impl WorkspaceActor {
         run.paths = match (run.paths.take(), unreported) {
             (Some(mut reported), Some(unreported)) => {
                 tracing::info!(
+                    component = COMPONENT,
                     event = "sync_files",
                     flight = flight.0,
                     reported = reported.len(),
@@ -613,8 +683,12 @@ impl WorkspaceActor {
         self.manifest = Some(taken.clone());
         let file = self.manifest_file.clone();
         tokio::task::spawn_blocking(move || match manifest::save(&file, &taken) {
-            Ok(()) => tracing::info!(event = "manifest_written", path = %file.display()),
-            Err(error) => tracing::warn!(event = "manifest_write_failed", error = %error),
+            Ok(()) => {
+                tracing::info!(component = COMPONENT, event = "manifest_written", path = %file.display())
+            }
+            Err(error) => {
+                tracing::warn!(component = COMPONENT, event = "manifest_write_failed", error = %error)
+            }
         });
     }
 
@@ -637,6 +711,7 @@ impl WorkspaceActor {
         let batch = std::mem::take(&mut self.probes_waiting);
         let Some(reference) = reference.filter(|m| matches!(**m, Manifest::Recorded(_))) else {
             tracing::info!(
+                component = COMPONENT,
                 event = "shell_compared",
                 probes = batch.len(),
                 whole_workspace = true,
@@ -654,7 +729,7 @@ impl WorkspaceActor {
                 act.comparing = false;
                 let changes = match joined {
                     Ok((Some(paths), ms)) => {
-                        tracing::info!(event = "shell_compared", probes = batch.len(), changed = paths.len(), ms = ms as u64, paths = ?paths.iter().take(8).collect::<Vec<_>>());
+                        tracing::info!(component = COMPONENT, event = "shell_compared", probes = batch.len(), changed = paths.len(), ms = ms as u64, paths = ?paths.iter().take(8).collect::<Vec<_>>());
                         if paths.is_empty() {
                             TreeChanges::Unchanged
                         } else {
@@ -662,11 +737,11 @@ impl WorkspaceActor {
                         }
                     }
                     Ok((None, ms)) => {
-                        tracing::info!(event = "shell_compared", probes = batch.len(), whole_workspace = true, ms = ms as u64);
+                        tracing::info!(component = COMPONENT, event = "shell_compared", probes = batch.len(), whole_workspace = true, ms = ms as u64);
                         TreeChanges::WholeWorkspace
                     }
                     Err(error) => {
-                        tracing::warn!(event = "shell_compare_failed", error = %error);
+                        tracing::warn!(component = COMPONENT, event = "shell_compare_failed", error = %error);
                         TreeChanges::WholeWorkspace
                     }
                 };
@@ -721,17 +796,30 @@ fn ack_if_asked(to: &Outlet, id: Option<RequestId>) {
     }
 }
 
-impl Actor for WorkspaceActor {
+impl Actor for DriftObserverActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let notices = NoticesActor::new(&self.machine.policy().workspace_root).start();
+        let record: &FreshnessRecord = self.machine.record();
+        let scheduler = SyncScheduler::new(
+            self.machine.policy().clone(),
+            record.sync_generation,
+            record.edit_epoch,
+            // Work pending in a restored record: the next lifetime pays.
+            !record.pending.is_empty(),
+            now(),
+        );
+        let scheduler = SyncSchedulerActor::new(scheduler, ctx.address(), notices.clone()).start();
         let runner = SyncRunner::new(
             self.workspace.clone(),
             self.config.settings.clone(),
             self.supervisor.clone(),
-            ctx.address().recipient(),
+            scheduler.clone().recipient(),
         )
         .start();
+        self.notices = Some(notices);
+        self.scheduler = Some(scheduler);
         self.runner = Some(runner);
         let detector =
             BackendDetector::new(self.config.settings.clone(), self.supervisor.clone()).start();
@@ -748,11 +836,10 @@ impl Actor for WorkspaceActor {
         self.check_cgc_executable();
         // The restored record (now `unknown`) is what the disk should say.
         self.store.save(self.machine.record());
-        self.rearm_wake(ctx);
     }
 }
 
-impl Handler<FromClient> for WorkspaceActor {
+impl Handler<FromClient> for DriftObserverActor {
     type Result = ();
 
     fn handle(&mut self, msg: FromClient, ctx: &mut Self::Context) {
@@ -768,7 +855,7 @@ impl Handler<FromClient> for WorkspaceActor {
         } = msg;
         match frame {
             ClientFrame::Hello(hello) => {
-                tracing::info!(event = "hello", conn, peer_pid = peer.pid, client = %hello.client, instance = %hello.instance);
+                tracing::info!(component = COMPONENT, event = "hello", conn, peer_pid = peer.pid, client = %hello.client, instance = %hello.instance);
                 self.instances.insert(conn, hello.instance);
                 reply(
                     &reply_to,
@@ -799,14 +886,22 @@ impl Handler<FromClient> for WorkspaceActor {
             }
             ClientFrame::Config => reply(&reply_to, id, ServerFrame::Config(self.config_frame())),
             ClientFrame::Subscribe => {
-                self.hub.subscribe(reply_to.clone());
+                self.flush_mail();
+                if let Some(notices) = &self.notices {
+                    notices.do_send(Subscribe(reply_to.clone()));
+                }
                 ack_if_asked(&reply_to, id);
                 // A new subscriber sees where things stand right away.
                 reply(&reply_to, None, ServerFrame::State(self.state_frame()));
             }
             ClientFrame::Sync => {
                 ack_if_asked(&reply_to, id);
-                tracing::info!(event = "sync_requested", conn, peer_pid = peer.pid);
+                tracing::info!(
+                    component = COMPONENT,
+                    event = "sync_requested",
+                    conn,
+                    peer_pid = peer.pid
+                );
                 self.apply(Input::SyncRequested { session: None }, ctx);
             }
             ClientFrame::SessionStart(start) => {
@@ -818,7 +913,7 @@ impl Handler<FromClient> for WorkspaceActor {
                 if !self.machine.admits_session(&start.session, &instance) {
                     // Said even without an `id`: the harness must learn
                     // that this session is not observed as its own.
-                    tracing::warn!(event = "session_refused", conn, session = %start.session, live = MAX_LIVE_SESSIONS);
+                    tracing::warn!(component = COMPONENT, event = "session_refused", conn, session = %start.session, live = MAX_LIVE_SESSIONS);
                     reply(
                         &reply_to,
                         id,
@@ -836,7 +931,7 @@ impl Handler<FromClient> for WorkspaceActor {
                 }
                 if let Some(pid) = start.owner_pid {
                     if !owner_watch::exists(pid) {
-                        tracing::warn!(event = "owner_refused", conn, session = %start.session, owner_pid = pid);
+                        tracing::warn!(component = COMPONENT, event = "owner_refused", conn, session = %start.session, owner_pid = pid);
                         reply(
                             &reply_to,
                             id,
@@ -852,7 +947,7 @@ impl Handler<FromClient> for WorkspaceActor {
                     }
                 }
                 ack_if_asked(&reply_to, id);
-                tracing::info!(event = "session_start", conn, session = %start.session, instance = %instance, reason = ?start.reason);
+                tracing::info!(component = COMPONENT, event = "session_start", conn, session = %start.session, instance = %instance, reason = ?start.reason);
                 // A watcher attempt follows from the machine's
                 // `SessionOpened`, for a new or a re-attached lifetime.
                 self.apply(
@@ -873,7 +968,7 @@ impl Handler<FromClient> for WorkspaceActor {
                     &call.session,
                     "the edit still marks the graph possibly stale, but no sync follows for it",
                 );
-                tracing::debug!(event = "tool_call", session = %call.session, tool = %call.tool, paths = call.paths.len());
+                tracing::debug!(component = COMPONENT, event = "tool_call", session = %call.session, tool = %call.tool, paths = call.paths.len());
                 // Paths as the file system names them: a symlinked or
                 // `~`-relative path inside the workspace counts.
                 let paths = if self.machine.policy().is_modifying(&call.tool) {
@@ -903,45 +998,34 @@ impl Handler<FromClient> for WorkspaceActor {
             }
             ClientFrame::SessionShutdown(shutdown) => {
                 ack_if_asked(&reply_to, id);
-                tracing::info!(event = "session_shutdown", conn, session = %shutdown.session, reason = shutdown.reason.as_deref());
+                tracing::info!(component = COMPONENT, event = "session_shutdown", conn, session = %shutdown.session, reason = shutdown.reason.as_deref());
                 self.end_session(shutdown.session, ctx);
             }
-            ClientFrame::TakeNotices(take) => match self.machine.take_notices(&take.session) {
-                Some((key, taken)) => {
-                    tracing::info!(event = "notices_taken", conn, session = %key, count = taken.len());
-                    let notices = taken
-                        .into_iter()
-                        .map(|notice| Notice {
-                            session: Some(key.name.clone()),
-                            condition: notice.condition,
-                            level: notice.level,
-                            text: notice.text,
-                            audience: Audience::User,
-                        })
-                        .collect();
-                    reply(
+            ClientFrame::TakeNotices(take) => {
+                // What this session was offered before comes first.
+                self.flush_mail();
+                match (self.machine.current_lifetime(&take.session), &self.notices) {
+                    (Some(session), Some(notices)) => notices.do_send(TakeHeld {
+                        session,
+                        id,
+                        reply_to,
+                        in_flight: _in_flight,
+                    }),
+                    _ => reply(
                         &reply_to,
                         id,
-                        ServerFrame::Notices(NoticesFrame {
-                            session: key.name,
-                            notices,
-                        }),
-                    );
+                        ServerFrame::Error(ErrorFrame::new(
+                            ErrorCode::UnknownSession,
+                            format!("session {:?} is not live here", take.session),
+                        )),
+                    ),
                 }
-                None => reply(
-                    &reply_to,
-                    id,
-                    ServerFrame::Error(ErrorFrame::new(
-                        ErrorCode::UnknownSession,
-                        format!("session {:?} is not live here", take.session),
-                    )),
-                ),
-            },
+            }
         }
     }
 }
 
-impl WorkspaceActor {
+impl DriftObserverActor {
     /// Acknowledges an event about `session` when asked (an `id`); when the
     /// session is not live, the reply is an `unknown_session` error saying
     /// what became of the event (`consequence`) instead of a bare `ack`.
@@ -958,7 +1042,7 @@ impl WorkspaceActor {
         if self.machine.is_live(session) {
             return reply(reply_to, id, ServerFrame::Ack);
         }
-        tracing::info!(event = "unknown_session", session = %session);
+        tracing::info!(component = COMPONENT, event = "unknown_session", session = %session);
         reply(
             reply_to,
             id,
@@ -993,6 +1077,7 @@ impl WorkspaceActor {
                 move |live, act, ctx| {
                     if live.unwrap_or(1) == 0 && act.clients == 0 {
                         tracing::info!(
+                            component = COMPONENT,
                             event = "idle_exit",
                             idle_ms = act.config.settings.service.idle_exit_ms
                         );
@@ -1008,16 +1093,17 @@ impl WorkspaceActor {
     }
 }
 
-impl Handler<Drain> for WorkspaceActor {
+impl Handler<Drain> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, _: Drain, _: &mut Self::Context) {}
 }
 
-impl Handler<ConnectionOpened> for WorkspaceActor {
+impl Handler<ConnectionOpened> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: ConnectionOpened, ctx: &mut Self::Context) {
         self.clients += 1;
         tracing::debug!(
+            component = COMPONENT,
             event = "client_count",
             conn = msg.conn,
             clients = self.clients
@@ -1028,12 +1114,15 @@ impl Handler<ConnectionOpened> for WorkspaceActor {
     }
 }
 
-impl Handler<ConnectionClosed> for WorkspaceActor {
+impl Handler<ConnectionClosed> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: ConnectionClosed, ctx: &mut Self::Context) {
         self.clients = self.clients.saturating_sub(1);
         self.arm_idle_exit(ctx);
-        self.hub.unsubscribe(msg.conn);
+        self.flush_mail();
+        if let Some(notices) = &self.notices {
+            notices.do_send(Unsubscribe(msg.conn));
+        }
         self.instances.remove(&msg.conn);
         // Sessions this connection was the last carrier of are detached
         // (their work stops) until a replayed session_start takes them up.
@@ -1046,50 +1135,76 @@ impl Handler<ConnectionClosed> for WorkspaceActor {
     }
 }
 
-impl Handler<SyncReport> for WorkspaceActor {
+/// A runner report, as the scheduler received it: the observer keeps the
+/// sync's snapshot (committed as the manifest on success) and the strategy
+/// note shown in the state's `detail`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SyncNoted(pub SyncReport);
+
+impl Handler<SyncNoted> for DriftObserverActor {
     type Result = ();
-    fn handle(&mut self, msg: SyncReport, ctx: &mut Self::Context) {
-        let flight = msg.flight;
-        match &msg.event {
+    fn handle(&mut self, msg: SyncNoted, ctx: &mut Self::Context) {
+        let SyncReport { flight, event } = msg.0;
+        match event {
             SyncEvent::Finished(outcome) => {
                 self.sync_ended(flight, matches!(outcome, SyncOutcome::Succeeded))
             }
             SyncEvent::Busy { .. } | SyncEvent::Declined { .. } => self.sync_ended(flight, false),
-            SyncEvent::Spawned { .. } | SyncEvent::Strategy { .. } => {}
-        }
-        let input = match msg.event {
-            SyncEvent::Busy { holder } => Input::SyncBusy { flight, holder },
-            SyncEvent::Declined { reason } => Input::SyncDeclined { flight, reason },
-            SyncEvent::Spawned { pid } => Input::SyncSpawned { flight, pid },
-            SyncEvent::Finished(outcome) => Input::SyncFinished { flight, outcome },
-            SyncEvent::Strategy {
-                note,
-                fallback,
-                driver_unavailable,
-            } => {
+            SyncEvent::Spawned { .. } => {}
+            SyncEvent::Strategy { note, fallback, .. } => {
                 // Which strategy runs, and why when it is a fallback: shown
                 // in the state's `detail` until the next sync says otherwise.
-                self.sync_note = Some(note.clone());
-                self.state_dirty = true;
                 if fallback {
-                    tracing::info!(event = "sync_fallback", flight = flight.0, detail = %note);
+                    tracing::info!(component = COMPONENT, event = "sync_fallback", flight = flight.0, detail = %note);
                 }
-                if !driver_unavailable {
-                    self.schedule_state_flush(ctx);
-                    return;
-                }
-                // And once per session lifetime, to the person.
-                Input::SyncStrategyFellBack {
-                    flight,
-                    reason: note,
-                }
+                self.sync_note = Some(note);
+                self.state_dirty = true;
+                self.schedule_state_flush(ctx);
             }
-        };
-        self.apply(input, ctx);
+        }
     }
 }
 
-impl Handler<WatcherReport> for WorkspaceActor {
+/// A message of the observer sub-machine from the scheduler (a sync
+/// started, spawned, settled, was cancelled or freed the workspace), or
+/// the scheduler's wake-up.
+impl Handler<ObserverMail> for DriftObserverActor {
+    type Result = ();
+    fn handle(&mut self, msg: ObserverMail, ctx: &mut Self::Context) {
+        self.deliver(msg.0, ctx);
+    }
+}
+
+/// A decision of the scheduler for the shell (`CancelSync`): carried out
+/// here, where the sync waiting for its snapshot is known.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CarryOut(pub Effect);
+
+impl Handler<CarryOut> for DriftObserverActor {
+    type Result = ();
+    fn handle(&mut self, msg: CarryOut, ctx: &mut Self::Context) {
+        self.carry_out(msg.0);
+        self.schedule_state_flush(ctx);
+    }
+}
+
+/// Whether the scheduler has a sync queued (the state's `detail`).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SchedulerQueued(pub bool);
+
+impl Handler<SchedulerQueued> for DriftObserverActor {
+    type Result = ();
+    fn handle(&mut self, msg: SchedulerQueued, ctx: &mut Self::Context) {
+        self.scheduler_queued = msg.0;
+        self.state_dirty = true;
+        self.schedule_state_flush(ctx);
+    }
+}
+
+impl Handler<WatcherReport> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: WatcherReport, ctx: &mut Self::Context) {
         if msg.backend.is_some() {
@@ -1135,21 +1250,29 @@ impl Handler<WatcherReport> for WorkspaceActor {
     }
 }
 
-impl Handler<OwnerGone> for WorkspaceActor {
+impl Handler<OwnerGone> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: OwnerGone, ctx: &mut Self::Context) {
-        tracing::info!(event = "owner_exited", owner_pid = msg.pid);
+        tracing::info!(
+            component = COMPONENT,
+            event = "owner_exited",
+            owner_pid = msg.pid
+        );
         self.owner_watches.remove(&msg.pid);
         self.apply(Input::OwnerExited { pid: msg.pid }, ctx);
     }
 }
 
-impl Handler<ConfigChanged> for WorkspaceActor {
+impl Handler<ConfigChanged> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: ConfigChanged, ctx: &mut Self::Context) {
         self.config = msg.0;
-        self.machine
-            .set_policy(policy(&self.config.settings, &self.workspace));
+        let policy = policy(&self.config.settings, &self.workspace);
+        self.machine.set_policy(policy.clone());
+        self.flush_mail();
+        if let Some(scheduler) = &self.scheduler {
+            scheduler.do_send(SchedulerPolicy(policy));
+        }
         if let Some(runner) = &self.runner {
             runner.do_send(UseSettings(self.config.settings.clone()));
         }
@@ -1160,6 +1283,6 @@ impl Handler<ConfigChanged> for WorkspaceActor {
             detector.do_send(DetectorSettings(self.config.settings.clone()));
         }
         self.check_cgc_executable();
-        self.rearm_wake(ctx);
+        self.schedule_state_flush(ctx);
     }
 }

@@ -15,8 +15,9 @@ use cgc_fresh_proto::{FreshnessStatus, NoticeCondition};
 
 use crate::config::WatchMode;
 
-use super::super::events::{Effect, Input, WatcherDecline};
+use super::super::events::{Input, WatcherDecline};
 use super::super::flight::{DrainCause, FlightSlot};
+use super::super::messages::{Envelope, ToNotices, ToScheduler};
 use super::super::notice_text;
 use super::super::pending_paths::PendingPaths;
 use super::super::record::WatcherRecord;
@@ -24,9 +25,9 @@ use super::super::session::{Lifetime, SessionKey};
 use super::super::time::Millis;
 use super::super::watcher_slot::{state, AwaitingWatcher, RunningWatcher, WatcherSlot};
 use super::super::workspace_path::PathPlacement;
-use super::Freshness;
+use super::{offer_to_all, DriftObserver};
 
-impl Freshness {
+impl DriftObserver {
     /// Applies one watcher report; returns whether it was taken. A report
     /// naming a session that is not live, a watcher that is not the one
     /// running (another pid, another lifetime), or an attempt the session
@@ -35,7 +36,7 @@ impl Freshness {
         &mut self,
         now: Millis,
         report: Input,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<Envelope>,
     ) -> bool {
         match report {
             Input::WatcherStarted { session, mode, pid } => {
@@ -133,8 +134,8 @@ impl Freshness {
     }
 
     /// The live session lifetime of `session` if it may make its watcher
-    /// attempt now (see [`Freshness::watcher_attempt_allowed`]).
-    pub(super) fn attempt_opener(&self, session: &SessionKey) -> Option<Lifetime> {
+    /// attempt now (see [`crate::freshness::Freshness::watcher_attempt_allowed`]).
+    pub(crate) fn attempt_opener(&self, session: &SessionKey) -> Option<Lifetime> {
         if !self.sessions.is_current(session) {
             return None;
         }
@@ -176,7 +177,7 @@ impl Freshness {
     /// reported applied: the reconcile may have read that file before the
     /// edit, and the observer was not yet scheduled to see it; it stays
     /// `possibly_stale` until the watcher reports every such path.
-    fn watcher_verified(&mut self, watcher: RunningWatcher, out: &mut Vec<Effect>) {
+    fn watcher_verified(&mut self, watcher: RunningWatcher, out: &mut Vec<Envelope>) {
         let now = self.now;
         self.watcher = WatcherSlot::Verified(watcher);
         self.record.watcher = Some(facts(watcher.mode, state::VERIFIED, Some(watcher.pid), now));
@@ -189,23 +190,21 @@ impl Freshness {
         }
         self.record.last_error = None;
         self.pending = PendingPaths::new();
-        self.queued = None;
+        out.push(Envelope::Scheduler(ToScheduler::WatcherTookOver));
         if let FlightSlot::Running(flight) = &self.flight {
             self.flight = FlightSlot::Draining(flight.id, DrainCause::Superseded);
         }
         // The stale episode the unconfirmed offers belonged to is over.
-        for (_, live) in self.sessions.live_mut() {
-            live.ledger.forget_undelivered();
-        }
+        out.push(Envelope::Notices(ToNotices::EpisodeOver));
         let text = notice_text::watcher_started(&self.policy.workspace_root, watcher.pid);
-        self.offer_to_all(NoticeCondition::WatcherStarted, &text, out);
+        offer_to_all(NoticeCondition::WatcherStarted, text, out);
     }
 
     /// The watcher never got verified (it exited or failed first, or could
     /// not be spawned): the honest not-verified state, with the failure
     /// recorded. A sync that is running decides the status itself when it
     /// ends; an automatic sync that waited for the verification may start.
-    fn watcher_not_verified(&mut self, mode: WatchMode, error: &str, out: &mut Vec<Effect>) {
+    fn watcher_not_verified(&mut self, mode: WatchMode, error: &str, out: &mut Vec<Envelope>) {
         let now = self.now;
         self.record.watcher = Some(facts(mode, state::NOT_VERIFIED, None, now));
         if !matches!(self.flight, FlightSlot::Running(_)) {
@@ -215,7 +214,7 @@ impl Freshness {
             "the watcher failed before it was verified: {error}"
         ));
         let text = notice_text::watcher_not_verified(&self.policy.workspace_root, error);
-        self.offer_to_all(NoticeCondition::WatcherNotVerified, &text, out);
+        offer_to_all(NoticeCondition::WatcherNotVerified, text, out);
     }
 
     /// The verified watcher exited: nothing keeps the graph current any
@@ -223,25 +222,29 @@ impl Freshness {
     /// to `possibly_stale` now, with the whole workspace pending; this opens
     /// a drift episode like a first edit does, so (autoSync) an automatic
     /// sync paid by the watcher's session follows after `batchMs`.
-    fn watcher_died(&mut self, watcher: RunningWatcher, error: &str, out: &mut Vec<Effect>) {
+    fn watcher_died(&mut self, watcher: RunningWatcher, error: &str, out: &mut Vec<Envelope>) {
         let now = self.now;
         self.record.watcher = Some(facts(watcher.mode, state::DIED, None, now));
         self.record.status = FreshnessStatus::PossiblyStale;
         self.record.stale_since = Some(now);
         self.record.last_error = Some(format!("the watcher exited: {error}"));
         self.pending.mark_whole_workspace();
-        if self.policy.auto_sync {
-            self.queue_automatic(watcher.owner, now.plus(self.policy.batch_ms));
-        }
-        let sync_follows = self.queued_sync_will_run();
-        let text = notice_text::watcher_died(&self.policy.workspace_root, error, sync_follows);
-        self.offer_to_all(NoticeCondition::WatcherDied, &text, out);
+        // The scheduler queues the sync and offers the notice, which says
+        // whether a sync follows.
+        out.push(Envelope::Scheduler(ToScheduler::WatcherDied {
+            owner: watcher.owner,
+            queue_at: self
+                .policy
+                .auto_sync
+                .then(|| now.plus(self.policy.batch_ms)),
+            error: error.to_string(),
+        }));
     }
 
     /// The lock probe turned the watcher away: nothing was spawned, the
     /// state says skipped-as-busy (unless a running sync will decide it),
     /// and lazy mode goes on.
-    fn watcher_skipped_busy(&mut self, mode: WatchMode, holder: &str, out: &mut Vec<Effect>) {
+    fn watcher_skipped_busy(&mut self, mode: WatchMode, holder: &str, out: &mut Vec<Envelope>) {
         let now = self.now;
         self.record.watcher = Some(facts(mode, state::SKIPPED_BUSY, None, now));
         if !matches!(self.flight, FlightSlot::Running(_)) {
@@ -251,12 +254,12 @@ impl Freshness {
             "the watcher did not start: the graph database is held by {holder}"
         ));
         let text = notice_text::watcher_skipped_busy(&self.policy.workspace_root, holder);
-        self.offer_to_all(NoticeCondition::WatcherSkippedBusy, &text, out);
+        offer_to_all(NoticeCondition::WatcherSkippedBusy, text, out);
     }
 
     /// `auto` declined the watcher: the status is unchanged (nothing ran),
     /// the watcher facts and a one-time notice say why.
-    fn watcher_declined(&mut self, reason: &WatcherDecline, out: &mut Vec<Effect>) {
+    fn watcher_declined(&mut self, reason: &WatcherDecline, out: &mut Vec<Envelope>) {
         let now = self.now;
         let workspace = &self.policy.workspace_root;
         let (word, condition, text) = match reason {
@@ -272,7 +275,7 @@ impl Freshness {
             ),
         };
         self.record.watcher = Some(facts(WatchMode::Auto, word, None, now));
-        self.offer_to_all(condition, &text, out);
+        offer_to_all(condition, text, out);
     }
 
     /// The watcher was stopped on purpose, or its session ended: its facts
@@ -293,7 +296,7 @@ impl Freshness {
     }
 }
 
-impl Freshness {
+impl DriftObserver {
     /// The watcher applied `path`: it waits no more; once nothing waits
     /// for a verified watcher, the record is `fresh` again. Whether the
     /// record changed.
