@@ -553,6 +553,17 @@ impl World {
             assert_eq!(record, before, "{input:?} should change nothing");
         }
 
+        // The machine's own watcher decisions (a restart, a stop) are
+        // checked against the model first: a stop raises its notice in a
+        // step that is no watcher report.
+        for effect in &effects {
+            match self.shadow.watcher.apply_effect(effect) {
+                Ok(true) => expect.watcher_notice = Some(NoticeCondition::WatcherDied),
+                Ok(false) => {}
+                Err(problem) => panic!("{problem}, after {input:?}"),
+            }
+        }
+
         let mut cancels = Vec::new();
         let mut started = false;
         let mut notices = Vec::new();
@@ -609,7 +620,10 @@ impl World {
                 Effect::ProbeWorkspace { .. } => {
                     panic!("a probe with no shell tool configured: {input:?}")
                 }
-                Effect::SessionClosed { .. } | Effect::RecordChanged => {}
+                Effect::SessionClosed { .. }
+                | Effect::RestartWatcher { .. }
+                | Effect::StopWatcher { .. }
+                | Effect::RecordChanged => {}
             }
         }
         assert_eq!(

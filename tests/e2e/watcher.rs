@@ -450,3 +450,57 @@ fn a_db_root_option_in_global_args_outranks_the_environment() {
     );
     assert!(fake.watch_invocations().is_empty());
 }
+
+#[test]
+fn an_edit_during_the_start_up_reconcile_restarts_the_watcher_and_only_its_ready_line_is_fresh() {
+    // CGC schedules its observer only after the start-up reconcile: an
+    // edit made meanwhile may never be applied. The watcher is restarted
+    // (its new reconcile begins after the edit) and `fresh` waits for the
+    // new ready line.
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({"watch": [
+            {"steps": [{"sleep_ms": 1500}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]},
+            {"steps": [{"sleep_ms": 1000}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}
+        ]}),
+        &fast_env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "200"),
+        ]),
+    );
+    let mut conn = open_session(&service, "s1");
+    wait_until("the watcher to start", Duration::from_secs(5), || {
+        !fake.watch_invocations().is_empty()
+    });
+    agent_edit(&mut conn, "s1", "pkg/a.py");
+    let (restarting, before) = conn.recv_until("the restart", |f| {
+        f["type"] == "state" && f["watcher"]["state"] == "restarting"
+    });
+    assert!(
+        before.iter().all(|f| f["status"] != "fresh"),
+        "fresh before the restart: {before:?}"
+    );
+    assert_eq!(restarting["status"], "possibly_stale", "{restarting}");
+    let (fresh, between) = conn.wait_status("fresh");
+    assert!(between.iter().all(|f| f["status"] != "fresh"));
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    let watches = fake.watch_invocations();
+    assert_eq!(watches.len(), 2, "one restart: {watches:?}");
+    assert_eq!(
+        fresh["watcher"]["pid"], watches[1]["pid"],
+        "verified as the new process"
+    );
+    for watch in &watches {
+        assert_eq!(
+            args_of(watch),
+            json!(["watch", "--sync-on-start", "."]),
+            "{watch}"
+        );
+    }
+    let end = fake.wait_end_record();
+    assert_eq!(end["handled_signal"], "INT", "stopped gracefully: {end}");
+    let decisions = service.log_events("decision");
+    assert!(
+        decisions.iter().any(|e| e["decision"] == "restart_watcher"),
+        "{decisions:?}"
+    );
+}

@@ -147,6 +147,16 @@ pub enum Input {
     /// `SessionEnded` already ended its watcher here, and a later
     /// `WatcherStopped` changes nothing.
     WatcherStopped { session: SessionKey, pid: u32 },
+    /// `session`'s watcher `previous`, restarted as an
+    /// [`Effect::RestartWatcher`] asked, exited and its successor `pid` was
+    /// spawned (not yet verified: its ready line follows with
+    /// `WatcherVerified`). A restart that could not spawn is reported as
+    /// `WatcherFailed` naming `previous`.
+    WatcherRestarted {
+        session: SessionKey,
+        previous: u32,
+        pid: u32,
+    },
     /// `session`'s watcher `pid` reported that it applied the file at
     /// `path` (workspace-relative, or absolute) to the graph: CGC printed
     /// its `Graph refresh for <path> complete` line, after its writes.
@@ -238,6 +248,14 @@ pub enum Effect {
     /// the lifetime itself is kept for a replayed `session_start`;
     /// otherwise it ended (shutdown, replacement, or room for another).
     SessionClosed { session: SessionKey, detached: bool },
+    /// Restart `session`'s watcher `pid`: stop it (SIGINT first) and,
+    /// once it exited, spawn `cgc watch --sync-on-start .` again for the
+    /// same session (lock probe first); report `WatcherRestarted`, then its
+    /// verification or failure as for a first start.
+    RestartWatcher { session: SessionKey, pid: u32 },
+    /// Stop `session`'s watcher `pid` (SIGINT first) and report its exit as
+    /// `WatcherStopped`; the session keeps its one attempt spent.
+    StopWatcher { session: SessionKey, pid: u32 },
     /// The record changed: persist [`super::Freshness::record`] and push a
     /// state frame. Emitted at most once per `handle`, as the last effect.
     RecordChanged,

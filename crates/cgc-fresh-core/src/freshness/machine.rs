@@ -151,6 +151,7 @@ impl Freshness {
         let before = self.record.clone();
         let mut effects = Vec::new();
         if self.take(now, input, &mut effects) {
+            self.restart_watcher_if_due(&mut effects);
             self.start_due_sync(&mut effects);
         }
         self.record.pending = self.pending_summary();
@@ -169,7 +170,32 @@ impl Freshness {
     /// may already have passed only if no input was handled since; waking
     /// then is correct.
     pub fn next_deadline(&self) -> Option<Millis> {
-        if !self.flight.is_idle() {
+        let restart = self.watcher_restart_deadline();
+        match (restart, self.sync_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When a watcher restart that waits for edits to settle may be due
+    /// (`restart_watcher_if_due`); a shell command's result will
+    /// come by itself.
+    fn watcher_restart_deadline(&self) -> Option<Millis> {
+        if !self.watcher.is_verified()
+            || self.watcher.is_restarting()
+            || !self.awaiting.needs_restart()
+            || !self.probes.is_empty()
+            || !self.flight.is_idle()
+        {
+            return None;
+        }
+        self.edits.all_settled_by()
+    }
+
+    /// When the queued sync is due, if one is queued and may start by
+    /// time alone.
+    fn sync_deadline(&self) -> Option<Millis> {
+        if !self.flight.is_idle() || self.watcher.is_retiring() {
             return None;
         }
         let queued = self.queued?;
@@ -565,6 +591,7 @@ impl Freshness {
             | Input::WatcherBusy { .. }
             | Input::WatcherDeclined { .. }
             | Input::WatcherStopped { .. }
+            | Input::WatcherRestarted { .. }
             | Input::WatcherApplied { .. }) => self.take_watcher_report(now, watcher_report, out),
         }
     }
@@ -615,7 +642,7 @@ impl Freshness {
     /// What an observed edit of live lifetime `key` does, once counted.
     fn drift_from(&mut self, key: Lifetime, tool: &str, target: EditTarget, out: &mut Vec<Effect>) {
         let now = self.now;
-        if self.watcher.running().is_some() {
+        if self.watcher.takes_edits() {
             self.await_watcher(&target);
         }
         if self.watcher.is_verified() {
@@ -647,15 +674,17 @@ impl Freshness {
     /// is `possibly_stale` until then (no notice and no sync: the watcher
     /// applies it within its debounce). Before verification the lazy
     /// drift goes on as well; an edit made during CGC's start-up reconcile
-    /// may be missed by it (the observer is scheduled only after the
-    /// reconcile), so it keeps waiting after the verification, until the
-    /// watcher reports that path applied.
+    /// (a first start or a restart) may be missed by it (the observer is
+    /// scheduled only after the reconcile): it waits as unobserved, which
+    /// calls for a restart (`machine/watcher.rs`) unless the watcher
+    /// reports that path applied first.
     fn await_watcher(&mut self, target: &EditTarget) {
+        let observable = matches!(self.watcher, WatcherSlot::Verified(_));
         match target {
             EditTarget::Unknown => self.awaiting.mark_unknown(),
             EditTarget::Paths(paths) => {
                 for path in paths {
-                    self.awaiting.insert(path.clone());
+                    self.awaiting.insert(path.clone(), observable);
                 }
             }
         }
@@ -720,7 +749,7 @@ impl Freshness {
                 Some(key) => self.drift_from(key.lifetime, &answered.tool, target, out),
                 None if self.watcher.is_verified() => self.await_watcher(&target),
                 None => {
-                    if self.watcher.running().is_some() {
+                    if self.watcher.takes_edits() {
                         self.await_watcher(&target);
                     }
                     self.mark_drift(target);
@@ -777,7 +806,7 @@ impl Freshness {
         let now = self.now;
         self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
         self.edits.record_orphan(now, self.policy.settle_ms);
-        if self.watcher.running().is_some() {
+        if self.watcher.takes_edits() {
             self.await_watcher(&target);
         }
         if self.watcher.is_verified() {
@@ -982,7 +1011,7 @@ impl Freshness {
     /// own watcher holding the embedded database and end busy.) While a
     /// verified watcher owns freshness, nothing is started at all.
     fn start_due_sync(&mut self, out: &mut Vec<Effect>) {
-        if !self.flight.is_idle() {
+        if !self.flight.is_idle() || self.watcher.is_retiring() {
             return;
         }
         if self.watcher.is_verified() {
@@ -1332,7 +1361,22 @@ impl Freshness {
             FlightSlot::Idle if self.queued.is_some() && self.watcher.is_verifying() => {
                 Some("a sync waits for the watcher's verification".to_string())
             }
+            FlightSlot::Idle if self.watcher.is_retiring() => {
+                Some("the watcher is being stopped; lazy mode has taken over".to_string())
+            }
             FlightSlot::Idle if self.queued.is_some() => Some("a sync is queued".to_string()),
+            FlightSlot::Idle if self.watcher.is_restarting() => Some(
+                "the watcher is restarting: its start-up reconcile applies edits its observer \
+                 could not see"
+                    .to_string(),
+            ),
+            FlightSlot::Idle if self.watcher.is_verified() && self.awaiting.needs_restart() => {
+                Some(format!(
+                    "the watcher has not yet applied {} edited file(s); it restarts to apply \
+                     those its observer could not see once they are written",
+                    self.awaiting.len()
+                ))
+            }
             FlightSlot::Idle if self.watcher.is_verified() && !self.awaiting.is_empty() => {
                 Some(format!(
                     "the watcher has not yet applied {} edited file(s)",

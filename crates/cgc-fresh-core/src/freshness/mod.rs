@@ -175,7 +175,9 @@ mod time;
 #[cfg(any(test, feature = "model"))]
 pub mod watcher_model;
 mod watcher_slot;
-pub use watcher_slot::{watcher_applies_to, WATCHED_SUFFIXES};
+pub use watcher_slot::{
+    watcher_applies_to, IGNORE_FILE_NAMES, MAX_WATCHER_RESTARTS, WATCHED_SUFFIXES,
+};
 mod workspace_path;
 
 #[cfg(test)]

@@ -616,6 +616,19 @@ impl World {
             .collect();
         prop_assert_eq!(cancels, expect.cancel.into_iter().collect::<Vec<_>>());
 
+        // The machine's own watcher decisions (a restart, a stop) are
+        // checked against the model first: a stop raises its notice in a
+        // step that is no watcher report.
+        for effect in &effects {
+            if self
+                .watcher
+                .apply_effect(effect)
+                .map_err(TestCaseError::fail)?
+            {
+                expect.watcher_notice = Some(NoticeCondition::WatcherDied);
+            }
+        }
+
         let mut started = false;
         for effect in &effects {
             match effect {
@@ -726,6 +739,8 @@ impl World {
                 }
                 Effect::CancelSync { .. }
                 | Effect::SessionClosed { .. }
+                | Effect::RestartWatcher { .. }
+                | Effect::StopWatcher { .. }
                 | Effect::RecordChanged => {}
             }
         }

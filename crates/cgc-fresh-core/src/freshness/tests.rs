@@ -586,6 +586,8 @@ fn notices_stay_out_of_the_agent_prompt() {
             | Effect::ProbeWorkspace { .. }
             | Effect::SessionOpened { .. }
             | Effect::SessionClosed { .. }
+            | Effect::RestartWatcher { .. }
+            | Effect::StopWatcher { .. }
             | Effect::RecordChanged => {}
         }
     }
@@ -2639,27 +2641,197 @@ fn an_edit_under_a_verified_watcher_is_fresh_only_once_the_watcher_applied_it() 
     );
 }
 
+impl Bench {
+    /// The restart `effects` asked of the watcher, if any: its pid.
+    fn restart_asked(effects: &[Effect]) -> Option<u32> {
+        effects.iter().find_map(|effect| match effect {
+            Effect::RestartWatcher { pid, .. } => Some(*pid),
+            _ => None,
+        })
+    }
+
+    fn watcher_restarted(&mut self, session: &str, previous: u32, pid: u32) -> Vec<Effect> {
+        let session = self.key(session);
+        self.send(Input::WatcherRestarted {
+            session,
+            previous,
+            pid,
+        })
+    }
+
+    fn watcher_verified_as(&mut self, session: &str, pid: u32) -> Vec<Effect> {
+        let session = self.key(session);
+        self.send(Input::WatcherVerified { session, pid })
+    }
+}
+
 #[test]
-fn an_edit_during_the_watchers_start_up_keeps_it_unfresh_until_reported_applied() {
+fn an_edit_during_the_watchers_start_up_restarts_it_and_the_new_ready_line_claims_fresh() {
     let mut bench = Bench::new();
     bench.start("s1");
     bench.at(100).watcher_started("s1", WatchMode::On);
-    // The start-up reconcile may already have read a.py: its edit may be
-    // lost (CGC schedules the observer only after the reconcile).
+    // The start-up reconcile may already have read a.py, and CGC schedules
+    // its observer only after the reconcile: nothing will report this edit.
     bench.at(500).settled_edit("s1", "a.py");
-    bench.at(3_000).watcher_verified("s1");
+    let effects = bench.at(3_000).watcher_verified("s1");
     assert!(bench.machine.watcher_owns_freshness());
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
     assert_eq!(bench.machine.record().stale_since, Some(Millis(500)));
+    assert_eq!(bench.watcher_state().as_deref(), Some("restarting"));
+    assert_eq!(bench.machine.next_deadline(), None, "no sync against it");
+    // The old process's word is not the new start-up's.
+    assert_eq!(bench.at(3_100).watcher_verified("s1"), []);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    let next = WATCHER_PID + 7;
+    bench.at(3_400).watcher_restarted("s1", WATCHER_PID, next);
+    assert_eq!(
+        bench.machine.record().watcher.as_ref().and_then(|w| w.pid),
+        Some(next)
+    );
+    // Its reconcile began after the edit was written: its ready line
+    // covers it.
+    let effects = bench.at(5_000).watcher_verified_as("s1", next);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.record().stale_since, None);
+    assert_eq!(bench.watcher_state().as_deref(), Some("verified"));
+    assert_eq!(Bench::restart_asked(&effects), None);
+    assert_eq!(started(&effects), None);
+}
+
+#[test]
+fn a_start_up_edit_still_being_written_delays_the_restart_until_it_settles() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).edit("s1", "a.py"); // its result has not come
+    let effects = bench.at(3_000).watcher_verified("s1");
+    assert_eq!(Bench::restart_asked(&effects), None);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    // Woken when the edit counts as settled at the latest.
     assert_eq!(
         bench.machine.next_deadline(),
-        None,
-        "no sync against the watcher"
+        Some(Millis(500 + policy().settle_ms))
     );
-    // The file changes again; the watcher applies it.
-    bench.at(4_000).settled_edit("s1", "a.py");
-    bench.at(6_000).watcher_applied("s1", "a.py");
+    let effects = bench.at(3_500).result("s1");
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
+}
+
+#[test]
+fn a_restarted_watcher_claims_nothing_before_its_ready_line() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).settled_edit("s1", "a.py");
+    bench.at(3_000).watcher_verified("s1");
+    let next = WATCHER_PID + 1;
+    bench.at(3_400).watcher_restarted("s1", WATCHER_PID, next);
+    // An edit while it starts up again, applied by its observer after all.
+    bench.at(3_600).settled_edit("s1", "b.py");
+    let session = bench.key("s1");
+    bench.at(4_000).send(Input::WatcherApplied {
+        session,
+        pid: next,
+        path: "b.py".into(),
+    });
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    bench.at(5_000).watcher_verified_as("s1", next);
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+#[test]
+fn edits_during_every_restart_stop_the_watcher_and_lazy_mode_takes_over() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).settled_edit("s1", "a.py");
+    let mut effects = bench.at(3_000).watcher_verified("s1");
+    let mut pid = WATCHER_PID;
+    let mut now = 3_000;
+    for restart in 1..=MAX_WATCHER_RESTARTS {
+        assert_eq!(
+            Bench::restart_asked(&effects),
+            Some(pid),
+            "restart {restart}"
+        );
+        let next = pid + 1;
+        bench.at(now + 200).watcher_restarted("s1", pid, next);
+        bench
+            .at(now + 500)
+            .settled_edit("s1", &format!("m{restart}.py"));
+        effects = bench.at(now + 2_000).watcher_verified_as("s1", next);
+        pid = next;
+        now += 2_000;
+    }
+    assert_eq!(Bench::restart_asked(&effects), None);
+    let stop = effects.iter().find_map(|effect| match effect {
+        Effect::StopWatcher { session, pid } => Some((session.name.clone(), *pid)),
+        _ => None,
+    });
+    assert_eq!(stop, Some(("s1".to_string(), pid)));
+    assert!(notice_text(&effects, NoticeCondition::WatcherDied).contains("was stopped"));
+    assert!(!bench.machine.watcher_owns_freshness());
+    assert_eq!(bench.watcher_state().as_deref(), Some("stopping"));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    let last = format!("m{MAX_WATCHER_RESTARTS}.py");
+    assert!(bench.machine.pending_paths().paths().any(|p| p == last));
+    // The lazy sync waits until the watcher let go of the database.
+    assert_eq!(bench.machine.next_deadline(), None);
+    assert_eq!(started(&bench.at(now + 5_000).wake()), None);
+    let session = bench.key("s1");
+    let effects = bench
+        .at(now + 5_100)
+        .send(Input::WatcherStopped { session, pid });
+    assert!(started(&effects).is_some(), "{effects:?}");
+    assert_eq!(bench.watcher_state(), None);
+}
+
+#[test]
+fn a_restart_that_fails_drops_to_the_lazy_path_like_a_death() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).settled_edit("s1", "a.py");
+    bench.at(3_000).watcher_verified("s1");
+    let effects = bench
+        .at(3_300)
+        .watcher_failed("s1", "the graph database is held by pid 7");
+    assert!(notices(&effects).contains(&pair("s1", NoticeCondition::WatcherDied)));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(bench.machine.pending_paths().is_whole_workspace());
+    assert!(
+        bench.machine.next_deadline().is_some(),
+        "a lazy sync follows"
+    );
+}
+
+#[test]
+fn an_ignore_file_edit_under_a_verified_watcher_restarts_it() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    // CGC's watcher reads its ignore rules once, at start.
+    let effects = bench.at(2_000).settled_edit("s1", ".cgcignore");
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+#[test]
+fn a_pathless_edit_under_a_verified_watcher_restarts_it_once_settled() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    let key = bench.key("s1");
+    bench.at(2_000).send(Input::ToolCall {
+        session: key.name.clone(),
+        tool: "write".into(),
+        paths: Vec::new(),
+    });
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    let effects = bench.at(2_100).send(Input::ToolResult {
+        session: key.name.clone(),
+        tool: "write".into(),
+        ok: true,
+    });
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
 }
 
 #[test]

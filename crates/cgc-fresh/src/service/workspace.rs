@@ -38,7 +38,8 @@ use super::sync_runner::{
     CancelRun, ForgetSession, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
 };
 use super::watcher_supervisor::{
-    SessionBegan, SessionGone, WatcherEvent, WatcherReport, WatcherSettings, WatcherSupervisor,
+    RestartWatcher, SessionBegan, SessionGone, StopWatcher, WatcherEvent, WatcherReport,
+    WatcherSettings, WatcherSupervisor,
 };
 use crate::config_load::LoadedConfig;
 use crate::manifest::{self, Manifest, MANIFEST_FILE, MAX_MANIFEST_FILES};
@@ -427,6 +428,18 @@ impl WorkspaceActor {
                 }
                 if let Some(watcher) = &self.watcher {
                     watcher.do_send(SessionGone { session });
+                }
+            }
+            Effect::RestartWatcher { session, pid } => {
+                tracing::info!(event = "decision", decision = "restart_watcher", session = %session, pid);
+                if let Some(watcher) = &self.watcher {
+                    watcher.do_send(RestartWatcher { session, pid });
+                }
+            }
+            Effect::StopWatcher { session, pid } => {
+                tracing::info!(event = "decision", decision = "stop_watcher", session = %session, pid);
+                if let Some(watcher) = &self.watcher {
+                    watcher.do_send(StopWatcher { session, pid });
                 }
             }
             Effect::RecordChanged => self.state_dirty = true,
@@ -1129,6 +1142,11 @@ impl Handler<WatcherReport> for WorkspaceActor {
                 reason: WatcherDecline::Unindexed,
             },
             WatcherEvent::Stopped { pid } => Input::WatcherStopped { session, pid },
+            WatcherEvent::Restarted { previous, pid } => Input::WatcherRestarted {
+                session,
+                previous,
+                pid,
+            },
             WatcherEvent::Applied { pid, path } => Input::WatcherApplied { session, pid, path },
         };
         self.apply(input, ctx);

@@ -10,6 +10,25 @@
 //! edits open no stale episode. Design §5: a death after verification drops
 //! the record to `possibly_stale` at once; the watcher belongs to the
 //! session that started it.
+//!
+//! Catching up with what the observer cannot report. CGC's `cgc watch
+//! --sync-on-start` schedules its file observer only after its start-up
+//! reconcile returns, so an edit made while it started up may never be
+//! applied (the reconcile may have read the file before the edit); an edit
+//! that named no path, or a change of an ignore file (read once, at start),
+//! is never reported applied either. Such edits wait as *unobserved*. Once
+//! the watcher is verified, every observed edit has settled and no shell
+//! command is open, the watcher is restarted (`Effect::RestartWatcher`):
+//! the new process's start-up reconcile begins after every such edit was
+//! written, so its ready line covers them. Edits made during that restart
+//! are unobserved again; after [`MAX_WATCHER_RESTARTS`] restarts in a row
+//! that did not catch up, the watcher is stopped (`Effect::StopWatcher`)
+//! and lazy mode takes over with what waited pending, a one-time notice
+//! saying so. Why a restart and not a sync of those files: the watcher
+//! holds the embedded database for its whole life, so any sync needs it
+//! stopped anyway, and restarting reuses the one path already verified
+//! end to end (the ready line after a full reconcile); its cost is one
+//! reconcile of the repository (measured in `docs/BENCHMARKS.md`).
 
 use cgc_fresh_proto::{FreshnessStatus, NoticeCondition};
 
@@ -22,7 +41,9 @@ use super::super::pending_paths::PendingPaths;
 use super::super::record::WatcherRecord;
 use super::super::session::{Lifetime, SessionKey};
 use super::super::time::Millis;
-use super::super::watcher_slot::{state, AwaitingWatcher, RunningWatcher, WatcherSlot};
+use super::super::watcher_slot::{
+    state, AwaitingWatcher, RunningWatcher, WatcherSlot, MAX_WATCHER_RESTARTS,
+};
 use super::super::workspace_path::PathPlacement;
 use super::Freshness;
 
@@ -42,7 +63,13 @@ impl Freshness {
                 let Some(owner) = self.open_attempt(now, &session) else {
                     return false;
                 };
-                let watcher = RunningWatcher { owner, mode, pid };
+                let watcher = RunningWatcher {
+                    owner,
+                    mode,
+                    pid,
+                    restarts: 0,
+                    respawned: false,
+                };
                 self.watcher = WatcherSlot::Verifying(watcher);
                 self.awaiting = AwaitingWatcher::default();
                 self.record.watcher = Some(facts(mode, state::VERIFYING, Some(pid), now));
@@ -66,9 +93,35 @@ impl Freshness {
                         self.watcher_verified(watcher, out);
                         true
                     }
+                    Some(watcher) if self.watcher.is_restarting() && watcher.respawned => {
+                        self.catch_up(now);
+                        self.watcher_caught_up(watcher);
+                        true
+                    }
                     // Another watcher, or a repeated verification.
                     _ => false,
                 }
+            }
+            Input::WatcherRestarted {
+                session,
+                previous,
+                pid,
+            } => {
+                let Some(watcher) = self.reported_watcher(&session, previous) else {
+                    return false;
+                };
+                if !self.watcher.is_restarting() || watcher.respawned || previous == pid {
+                    return false;
+                }
+                self.catch_up(now);
+                let watcher = RunningWatcher {
+                    pid,
+                    respawned: true,
+                    ..watcher
+                };
+                self.watcher = WatcherSlot::Restarting(watcher);
+                self.record.watcher = Some(facts(watcher.mode, state::RESTARTING, Some(pid), now));
+                true
             }
             Input::WatcherFailed {
                 session,
@@ -84,6 +137,11 @@ impl Freshness {
                     return false;
                 };
                 self.catch_up(now);
+                if self.watcher.is_retiring() {
+                    // Stopped as asked; lazy mode already took over.
+                    self.watcher_gone();
+                    return true;
+                }
                 let was_verified = self.watcher.is_verified();
                 self.watcher = WatcherSlot::Absent;
                 self.awaiting = AwaitingWatcher::default();
@@ -294,6 +352,118 @@ impl Freshness {
 }
 
 impl Freshness {
+    /// The restarted watcher printed its ready line: its start-up
+    /// reconcile read every file after the edits that called for the
+    /// restart. `fresh` unless something made during this start-up waits
+    /// (that calls for the next restart).
+    fn watcher_caught_up(&mut self, watcher: RunningWatcher) {
+        let now = self.now;
+        let caught_up = !self.awaiting.needs_restart();
+        let watcher = RunningWatcher {
+            restarts: if caught_up { 0 } else { watcher.restarts },
+            respawned: false,
+            ..watcher
+        };
+        self.watcher = WatcherSlot::Verified(watcher);
+        self.record.watcher = Some(facts(watcher.mode, state::VERIFIED, Some(watcher.pid), now));
+        if self.awaiting.is_empty() {
+            self.record.status = FreshnessStatus::Fresh;
+            self.record.stale_since = None;
+            self.record.last_error = None;
+        }
+    }
+
+    /// Restarts the verified watcher when something waits that its
+    /// observer cannot report, once nothing is being written any more
+    /// (every observed edit settled, no shell command open): a file still
+    /// being written could be read by the new reconcile before the write.
+    /// Past [`MAX_WATCHER_RESTARTS`] restarts in a row it is stopped
+    /// instead. Run after every input the machine took.
+    pub(super) fn restart_watcher_if_due(&mut self, out: &mut Vec<Effect>) {
+        let WatcherSlot::Verified(watcher) = self.watcher else {
+            return;
+        };
+        if !self.awaiting.needs_restart()
+            || self.edits.has_unsettled()
+            || !self.probes.is_empty()
+            || !self.flight.is_idle()
+        {
+            // A sync still finishing may hold the embedded database.
+            return;
+        }
+        let Some(session) = self.sessions.key(watcher.owner) else {
+            return;
+        };
+        let now = self.now;
+        if watcher.restarts >= MAX_WATCHER_RESTARTS {
+            self.retire_watcher(watcher, session, out);
+            return;
+        }
+        let watcher = RunningWatcher {
+            restarts: watcher.restarts.saturating_add(1),
+            respawned: false,
+            ..watcher
+        };
+        // Everything that waits was written before the new process
+        // starts: its start-up reconcile reads it.
+        self.awaiting = AwaitingWatcher::default();
+        self.watcher = WatcherSlot::Restarting(watcher);
+        self.record.watcher = Some(facts(
+            watcher.mode,
+            state::RESTARTING,
+            Some(watcher.pid),
+            now,
+        ));
+        self.record.status = FreshnessStatus::PossiblyStale;
+        self.record.stale_since.get_or_insert(now);
+        out.push(Effect::RestartWatcher {
+            session,
+            pid: watcher.pid,
+        });
+    }
+
+    /// Restarting did not catch up: the watcher is stopped and lazy mode
+    /// takes over now. What waited is pending (the whole workspace when an
+    /// edit named no path), an automatic sync is queued — it starts once
+    /// the watcher has exited — and the person is told once.
+    fn retire_watcher(
+        &mut self,
+        watcher: RunningWatcher,
+        session: SessionKey,
+        out: &mut Vec<Effect>,
+    ) {
+        let now = self.now;
+        self.watcher = WatcherSlot::Retiring(watcher);
+        self.record.watcher = Some(facts(watcher.mode, state::STOPPING, Some(watcher.pid), now));
+        let reason = format!(
+            "edits kept arriving while it started up (restarted {} times in a row)",
+            watcher.restarts
+        );
+        self.record.last_error = Some(format!("the watcher was stopped: {reason}"));
+        let awaiting = std::mem::take(&mut self.awaiting);
+        match awaiting.paths() {
+            Some(paths) => {
+                for path in paths {
+                    self.pending.insert(path.clone());
+                }
+            }
+            None => self.pending.mark_whole_workspace(),
+        }
+        self.record.status = FreshnessStatus::PossiblyStale;
+        self.record.stale_since.get_or_insert(now);
+        if self.policy.auto_sync {
+            self.queue_automatic(watcher.owner, now.plus(self.policy.batch_ms));
+        }
+        let sync_follows = self.queued_sync_will_run();
+        let text =
+            notice_text::watcher_given_up(&self.policy.workspace_root, &reason, sync_follows);
+        self.offer_to_all(NoticeCondition::WatcherDied, &text, out);
+        out.push(Effect::StopWatcher {
+            session,
+            pid: watcher.pid,
+        });
+    }
+
     /// The watcher applied `path`: it waits no more; once nothing waits
     /// for a verified watcher, the record is `fresh` again. Whether the
     /// record changed.
@@ -304,7 +474,8 @@ impl Freshness {
         if !self.awaiting.applied(&relative) {
             return false;
         }
-        if self.watcher.is_verified() && self.awaiting.is_empty() {
+        // Not while restarting: only the new ready line may claim.
+        if matches!(self.watcher, WatcherSlot::Verified(_)) && self.awaiting.is_empty() {
             self.record.status = FreshnessStatus::Fresh;
             self.record.stale_since = None;
         }
