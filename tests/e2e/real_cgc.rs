@@ -563,6 +563,92 @@ fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph(
     );
 }
 
+/// The case, on a server backend (no lock: the graph can be asked
+/// while the watcher runs): `watch=on`, a 4 s liveness window, a 6-module
+/// workspace; one edit while CGC's start-up reconcile runs (its observer is
+/// not scheduled yet, so CGC alone never applies it) and one right after
+/// the status first says `fresh`. Each time the status says `fresh`, a
+/// query through the real CLI finds the edits.
+#[test]
+fn on_mode_with_a_4s_liveness_window_says_fresh_only_when_a_query_finds_each_edit() {
+    let Some(cgc) = real_cgc() else { return };
+    let Some(server) = FalkorServer::start() else {
+        return;
+    };
+    let env = vec![
+        (
+            "DEFAULT_DATABASE".to_string(),
+            "falkordb-remote".to_string(),
+        ),
+        ("FALKORDB_HOST".to_string(), "127.0.0.1".to_string()),
+        ("FALKORDB_PORT".to_string(), server.port.to_string()),
+    ];
+    let project = Project::with(cgc, env, Vec::new());
+    for (module, function) in [
+        ("gamma", "gamma_main"),
+        ("delta", "delta_main"),
+        ("eps", "eps_main"),
+    ] {
+        fs::write(
+            project.path(&format!("pkg/{module}.py")),
+            format!("from pkg.alpha import helper\n\n\ndef {function}():\n    return helper(1)\n"),
+        )
+        .unwrap();
+    }
+    let service = project.service(&[
+        ("CGC_FRESHNESS_WATCH", "on"),
+        ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "4000"),
+    ]);
+    let mut conn = harness(&service);
+    wait_until("the watcher's spawn", Duration::from_secs(30), || {
+        service
+            .log_events("spawn")
+            .iter()
+            .any(|e| e["kind"] == "Watcher")
+    });
+    // During its start-up (Python imports, then the reconcile).
+    std::thread::sleep(Duration::from_millis(800));
+    agent_renames(&mut conn, &project, "old_name", "startup_name");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(
+        before.iter().all(|f| f["status"] != "fresh"),
+        "fresh before the start-up edit was applied: {before:?}"
+    );
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    project.assert_graph(
+        &["startup_name", "gamma_main", "eps_main"],
+        &["old_name"],
+        "at the first fresh",
+    );
+    assert!(
+        service
+            .log_events("decision")
+            .iter()
+            .any(|e| e["decision"] == "restart_watcher"),
+        "the watcher was restarted for the start-up edit"
+    );
+    // Right after the first `fresh`.
+    let alpha = project.path("pkg/alpha.py");
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
+        rename_in(&alpha, "def helper(", "def after_fresh_helper(")
+    });
+    let state = conn.request(json!({"type": "status"}), 8);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    project.assert_graph(
+        &["after_fresh_helper", "startup_name"],
+        &["helper", "old_name"],
+        "at the second fresh",
+    );
+    assert_eq!(
+        sync_spawns(&service),
+        0,
+        "the watcher applied both, not a sync"
+    );
+}
+
 // ---- Edits the harness does not describe -------------------------------------
 
 /// A shell command as the harness reports it: the call, the command, the
