@@ -567,8 +567,8 @@ fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph(
 /// while the watcher runs): `watch=on`, a 4 s liveness window, a 6-module
 /// workspace; one edit while CGC's start-up reconcile runs (its observer is
 /// not scheduled yet, so CGC alone never applies it) and one right after
-/// the status first says `fresh`. Each time the status says `fresh`, a
-/// query through the real CLI finds the edits.
+/// the status first says `fresh`, then a `sed -i` through `bash`. Each time
+/// the status says `fresh`, a query through the real CLI finds the edits.
 #[test]
 fn on_mode_with_a_4s_liveness_window_says_fresh_only_when_a_query_finds_each_edit() {
     let Some(cgc) = real_cgc() else { return };
@@ -642,10 +642,24 @@ fn on_mode_with_a_4s_liveness_window_says_fresh_only_when_a_query_finds_each_edi
         &["helper", "old_name"],
         "at the second fresh",
     );
+    // A `sed -i` through `bash` (a temporary file renamed over the
+    // module): compared with the tree at the command's call, it waits for
+    // the watcher like any edit.
+    agent_runs_bash(
+        &mut conn,
+        &project,
+        "sed -i 's/def beta_main(/def sed_main(/' pkg/beta.py",
+    );
+    let (stale, _) = conn.wait_status("possibly_stale");
+    assert_eq!(stale["watcher"]["state"], "verified", "{stale}");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    project.assert_graph(&["sed_main"], &["beta_main"], "at the third fresh");
     assert_eq!(
         sync_spawns(&service),
         0,
-        "the watcher applied both, not a sync"
+        "the watcher applied them all, not a sync"
     );
 }
 

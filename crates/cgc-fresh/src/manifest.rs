@@ -267,6 +267,54 @@ pub fn walk(root: &Path, limit: usize) -> Result<Walked, ManifestError> {
     Ok(Walked::Files(files))
 }
 
+/// CGC's indexing rules for one workspace, as the walk applies them, to
+/// decide single paths: whether CGC indexes the file at a path (whether or
+/// not it exists). Built from the ignore files as they are when loaded;
+/// whoever keeps one decides when to load them again.
+pub struct IndexRules {
+    rules: Gitignore,
+}
+
+impl IndexRules {
+    /// Reads the rules of `root` (canonical).
+    pub fn load(root: &Path) -> Result<IndexRules, ManifestError> {
+        Ok(IndexRules {
+            rules: ignore_rules(root)?,
+        })
+    }
+
+    /// Whether CGC indexes the file at `relative` (to the workspace root):
+    /// a name or suffix it reads, under no directory it skips, matched by
+    /// no ignore pattern — the walk's own tests. A path that is not plainly
+    /// relative (`.`, `..`, a root) counts as indexed: the conservative
+    /// side.
+    pub fn indexes(&self, relative: &Path) -> bool {
+        let mut parts = Vec::new();
+        for component in relative.components() {
+            match component {
+                std::path::Component::Normal(part) => parts.push(part),
+                _ => return true,
+            }
+        }
+        let Some((name, dirs)) = parts.split_last() else {
+            return true;
+        };
+        if !wanted_name(name) || dirs.iter().any(|dir| ignored_dir_name(dir)) {
+            return false;
+        }
+        !self
+            .rules
+            .matched_path_or_any_parents(relative, false)
+            .is_ignore()
+    }
+}
+
+/// Whether `path` names one of the files CGC's ignore rules come from.
+pub fn is_ignore_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|name| name == ".gitignore" || name == ".cgcignore")
+}
+
 fn stat_of(meta: &fs::Metadata) -> FileStat {
     FileStat {
         size: meta.size(),
@@ -507,6 +555,48 @@ mod tests {
                 "src/b.rs"
             ]
         );
+    }
+
+    #[test]
+    fn a_single_path_is_decided_as_the_walk_decides_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let files = [
+            "src/a.py",
+            "src/b.rs",
+            "README.md",
+            "Makefile",
+            "notes.bin",
+            "logo.png",
+            "node_modules/dep/index.js",
+            "Build/out.py",
+            "gen/skip.py",
+            "gen/keep.py",
+            "scratch.tmp.py",
+            "deep/__pycache__/c.py",
+            "vendor/lib.py",
+        ];
+        for file in files {
+            write(root, file, "x\n");
+        }
+        write(root, ".cgcignore", "gen/skip.py\nvendor/\n");
+        write(root, ".gitignore", "*.tmp.py\n");
+        let walked = walk(root, 100).unwrap();
+        let rules = IndexRules::load(root).unwrap();
+        for file in files.iter().chain(&[".cgcignore", ".gitignore"]) {
+            assert_eq!(
+                rules.indexes(Path::new(file)),
+                paths(&walked).contains(file),
+                "{file}"
+            );
+        }
+        // A path that does not exist (deleted, or about to be written) is
+        // decided by its name alone; a path that is not plainly relative
+        // counts as indexed.
+        assert!(rules.indexes(Path::new("src/new.py")));
+        assert!(!rules.indexes(Path::new("vendor/gone.py")));
+        assert!(rules.indexes(Path::new("./vendor/x.py")));
+        assert!(rules.indexes(Path::new("")));
     }
 
     /// The walk's cost: `cargo test --release --bin cgc-fresh -- --ignored

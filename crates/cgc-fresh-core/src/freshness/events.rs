@@ -47,10 +47,18 @@ pub enum Input {
     /// same instance re-attaches them.
     ConnectionClosed { connection: ConnectionId },
     /// `tool_call`: `paths` absolute or relative to the workspace root.
+    /// `not_indexed`: how many further paths inside the workspace the call
+    /// named that CGC does not index (an ignored directory or pattern, a
+    /// suffix it does not read — decided by the shell with the manifest's
+    /// rules): the graph holds nothing of them, so they are no drift and
+    /// nothing waits for the watcher to apply them. A call that named only
+    /// such paths edited nothing the graph holds; one that named no path at
+    /// all may have edited anything.
     ToolCall {
         session: String,
         tool: String,
         paths: Vec<String>,
+        not_indexed: usize,
     },
     /// `tool_result`: the oldest pending call of `tool` finished.
     ToolResult {

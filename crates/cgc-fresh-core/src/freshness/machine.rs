@@ -340,6 +340,19 @@ impl Freshness {
         }
     }
 
+    /// Whether a watcher runs that edits wait for (verifying, verified or
+    /// restarting): the shell then compares a shell command's changes with
+    /// the tree as it was at the command's call, not with the manifest of
+    /// the last sync (the watcher applied what changed since).
+    pub fn watcher_takes_edits(&self) -> bool {
+        self.watcher.takes_edits()
+    }
+
+    /// Whether a shell command's probe is open (running or comparing).
+    pub fn shell_commands_open(&self) -> bool {
+        !self.probes.is_empty()
+    }
+
     /// Whether a verified watcher owns the workspace's freshness: edits
     /// open no stale episode and no sync is started while it runs.
     pub fn watcher_owns_freshness(&self) -> bool {
@@ -452,11 +465,7 @@ impl Freshness {
                 }
                 true
             }
-            Input::ToolCall {
-                session,
-                tool,
-                paths: _,
-            } if self.policy.is_shell(&tool) => {
+            Input::ToolCall { session, tool, .. } if self.policy.is_shell(&tool) => {
                 let Some(key) = self.sessions.live_or_implicit(&session) else {
                     // Its result is compared all the same (`shell_result`).
                     return false;
@@ -471,6 +480,7 @@ impl Freshness {
                 session,
                 tool,
                 paths,
+                not_indexed,
             } => {
                 if !self.policy.is_modifying(&tool) {
                     return false;
@@ -482,7 +492,7 @@ impl Freshness {
                     // while MAX_LIVE_SESSIONS are live: the file changed
                     // all the same. It cannot revive the session, spend a
                     // budget or raise a notice — but "fresh" must not stand.
-                    let Some(target) = self.edit_target(&paths) else {
+                    let Some(target) = self.call_target(&paths, not_indexed) else {
                         return false;
                     };
                     self.catch_up(now);
@@ -490,7 +500,7 @@ impl Freshness {
                     return true;
                 };
                 self.catch_up(now);
-                match self.edit_target(&paths) {
+                match self.call_target(&paths, not_indexed) {
                     Some(target) => self.observe_edit(key, &tool, target, out),
                     None => self
                         .edits
@@ -603,6 +613,16 @@ impl Freshness {
         self.edits.expire(now);
     }
 
+    /// What a modifying call edited: `None` when it named only paths CGC
+    /// does not index (`not_indexed`, decided by the shell by CGC's own
+    /// rules — the graph holds nothing of them) or outside the workspace.
+    fn call_target(&self, paths: &[String], not_indexed: usize) -> Option<EditTarget> {
+        if paths.is_empty() && not_indexed > 0 {
+            return None;
+        }
+        self.edit_target(paths)
+    }
+
     /// Where a modifying call's `paths` land: `None` when every one is
     /// outside the workspace. A call with no paths at all may have touched
     /// anything, so it counts (the conservative reading).
@@ -695,8 +715,9 @@ impl Freshness {
     }
 
     /// A shell tool's result: the command's probe is compared now (an
-    /// unknown or ended name's too: the command ran). While a verified
-    /// watcher owns freshness nothing is compared — it sees the changes.
+    /// unknown or ended name's too: the command ran). Under a running
+    /// watcher too: its observer sees the changes, but only the comparison
+    /// says which files must wait for its word that they are applied.
     fn shell_result(
         &mut self,
         now: Millis,
@@ -709,12 +730,7 @@ impl Freshness {
             Known::Live(key) => self.probes.result(key, tool),
             Known::Detached(_) | Known::Ended | Known::Unknown => self.probes.orphan_result(tool),
         };
-        if self.watcher.is_verified() {
-            self.probes.answer(probe);
-            self.claim_deferred(out);
-        } else {
-            out.push(Effect::ProbeWorkspace { probe });
-        }
+        out.push(Effect::ProbeWorkspace { probe });
         true
     }
 

@@ -21,6 +21,7 @@
 //! });
 //! machine.handle(Millis(10), Input::ToolCall {
 //!     session: "s1".into(), tool: "edit".into(), paths: vec!["src/main.rs".into()],
+//!     not_indexed: 0,
 //! });
 //! machine.handle(Millis(20), Input::ToolResult { session: "s1".into(), tool: "edit".into(), ok: true });
 //! assert_eq!(machine.record().status, FreshnessStatus::PossiblyStale);

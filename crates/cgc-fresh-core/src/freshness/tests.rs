@@ -102,6 +102,7 @@ impl Bench {
             session: session.into(),
             tool: tool.into(),
             paths: paths.iter().map(|path| path.to_string()).collect(),
+            not_indexed: 0,
         })
     }
 
@@ -889,11 +890,13 @@ fn inputs_naming_an_ended_session_change_nothing() {
             session: "s1".into(),
             tool: "read".into(),
             paths: vec!["a.rs".into()],
+            not_indexed: 0,
         },
         Input::ToolCall {
             session: "s1".into(),
             tool: "edit".into(),
             paths: vec!["/elsewhere/a.rs".into()],
+            not_indexed: 0,
         },
         Input::ToolResult {
             session: "s1".into(),
@@ -1166,6 +1169,7 @@ fn pending_paths_overflow_into_a_whole_workspace_marker() {
         session: "s1".into(),
         tool: "write".into(),
         paths,
+        not_indexed: 0,
     });
     let record = bench.machine.record();
     assert_eq!(record.edit_epoch, 1);
@@ -2824,6 +2828,7 @@ fn a_pathless_edit_under_a_verified_watcher_restarts_it_once_settled() {
         session: key.name.clone(),
         tool: "write".into(),
         paths: Vec::new(),
+        not_indexed: 0,
     });
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
     let effects = bench.at(2_100).send(Input::ToolResult {
@@ -2843,6 +2848,7 @@ fn a_pathless_edit_under_a_verified_watcher_stays_possibly_stale_until_it_goes()
         session: key.name.clone(),
         tool: "write".into(),
         paths: Vec::new(),
+        not_indexed: 0,
     });
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
     bench.at(3_000).watcher_applied("s1", "a.py");
@@ -2864,4 +2870,77 @@ fn a_watcher_that_dies_with_edits_waiting_drops_them_to_the_lazy_path() {
     // A late report from the dead watcher changes nothing.
     assert_eq!(bench.at(2_600).watcher_applied("s1", "a.py"), []);
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+// ---- Files CGC does not index --------------------------------------------
+
+impl Bench {
+    /// An `edit` naming `paths` and `not_indexed` more paths the shell
+    /// found CGC does not index, with its result.
+    fn edit_with_unindexed(&mut self, paths: &[&str], not_indexed: usize) -> Vec<Effect> {
+        let mut effects = self.send(Input::ToolCall {
+            session: "s1".into(),
+            tool: "edit".into(),
+            paths: paths.iter().map(|path| path.to_string()).collect(),
+            not_indexed,
+        });
+        let now = self.now;
+        effects.extend(self.at(now + 10).result("s1"));
+        effects
+    }
+}
+
+#[test]
+fn an_edit_of_only_files_cgc_does_not_index_is_no_drift_lazily() {
+    let mut bench = fresh_bench();
+    let epoch = bench.machine.record().edit_epoch;
+    let effects = bench.at(6_000).edit_with_unindexed(&[], 2);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.record().edit_epoch, epoch);
+    assert!(notices(&effects).is_empty());
+    assert_eq!(bench.machine.next_deadline(), None, "no sync for it");
+    // Beside an indexed file it changes nothing about that file's drift.
+    bench.at(7_000).edit_with_unindexed(&["src/lib.rs"], 1);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        bench.machine.pending_paths().paths().collect::<Vec<_>>(),
+        ["src/lib.rs"]
+    );
+}
+
+#[test]
+fn an_edit_of_only_files_cgc_does_not_index_waits_for_no_watcher() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    let effects = bench.at(2_000).edit_with_unindexed(&[], 1);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(Bench::restart_asked(&effects), None);
+    // A call that named no path at all is another thing: anything.
+    bench.at(3_000).edit_with_unindexed(&[], 0);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+// ---- Shell edits under a watcher -----------------------------------------
+
+#[test]
+fn a_shell_command_under_a_verified_watcher_is_compared_and_fresh_waits_for_its_files() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    bench.at(2_000).bash_call("s1");
+    let probe = bench.at(2_500).bash_result("s1");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh, "not known yet");
+    let effects = bench
+        .at(2_600)
+        .answer(probe, changed(&["pkg/a.py", "notes.md"]));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(started(&effects), None, "the watcher applies it, no sync");
+    assert!(notices(&effects).is_empty(), "no staleness notice");
+    assert_eq!(Bench::restart_asked(&effects), None, "its observer saw it");
+    bench.at(5_000).watcher_applied("s1", "pkg/a.py");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    // A command that changed nothing keeps it fresh.
+    bench.at(6_000).bash_call("s1");
+    let probe = bench.at(6_100).bash_result("s1");
+    bench.at(6_200).answer(probe, TreeChanges::Unchanged);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
 }
