@@ -32,7 +32,7 @@
 //! - **The file** is `manifest.json` in the workspace's state directory,
 //!   written with `atomic_file.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
@@ -273,14 +273,36 @@ pub fn walk(root: &Path, limit: usize) -> Result<Walked, ManifestError> {
 /// whoever keeps one decides when to load them again.
 pub struct IndexRules {
     rules: Gitignore,
+    /// Paths decided already: an agent edits the same files again and
+    /// again, and matching every pattern against every parent costs more
+    /// than the rest of a tool call's intake. Bounded by
+    /// [`MAX_DECIDED_PATHS`] (emptied when full).
+    decided: HashMap<PathBuf, bool>,
 }
+
+/// The most path decisions an [`IndexRules`] keeps.
+pub const MAX_DECIDED_PATHS: usize = 4_096;
 
 impl IndexRules {
     /// Reads the rules of `root` (canonical).
     pub fn load(root: &Path) -> Result<IndexRules, ManifestError> {
         Ok(IndexRules {
             rules: ignore_rules(root)?,
+            decided: HashMap::new(),
         })
+    }
+
+    /// [`IndexRules::decide`], remembered.
+    pub fn indexes(&mut self, relative: &Path) -> bool {
+        if let Some(indexed) = self.decided.get(relative) {
+            return *indexed;
+        }
+        let indexed = self.decide(relative);
+        if self.decided.len() >= MAX_DECIDED_PATHS {
+            self.decided.clear();
+        }
+        self.decided.insert(relative.to_path_buf(), indexed);
+        indexed
     }
 
     /// Whether CGC indexes the file at `relative` (to the workspace root):
@@ -288,7 +310,7 @@ impl IndexRules {
     /// no ignore pattern — the walk's own tests. A path that is not plainly
     /// relative (`.`, `..`, a root) counts as indexed: the conservative
     /// side.
-    pub fn indexes(&self, relative: &Path) -> bool {
+    fn decide(&self, relative: &Path) -> bool {
         let mut parts = Vec::new();
         for component in relative.components() {
             match component {
@@ -582,7 +604,7 @@ mod tests {
         write(root, ".cgcignore", "gen/skip.py\nvendor/\n");
         write(root, ".gitignore", "*.tmp.py\n");
         let walked = walk(root, 100).unwrap();
-        let rules = IndexRules::load(root).unwrap();
+        let mut rules = IndexRules::load(root).unwrap();
         for file in files.iter().chain(&[".cgcignore", ".gitignore"]) {
             assert_eq!(
                 rules.indexes(Path::new(file)),
@@ -597,6 +619,54 @@ mod tests {
         assert!(!rules.indexes(Path::new("vendor/gone.py")));
         assert!(rules.indexes(Path::new("./vendor/x.py")));
         assert!(rules.indexes(Path::new("")));
+    }
+
+    /// The cost of deciding one edited path:
+    /// `cargo test --release --bin cgc-fresh -- --ignored index_rules_cost --nocapture`.
+    #[test]
+    #[ignore]
+    fn index_rules_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), ".gitignore", "*.log\nbuild-out/\n/tmp/\n");
+        write(dir.path(), ".cgcignore", "vendor/\n*.gen.py\n");
+        let started = Instant::now();
+        let mut rules = IndexRules::load(dir.path()).unwrap();
+        let load = started.elapsed();
+        let started = Instant::now();
+        let decided = paths_decided(&rules, 10_000);
+        let undecided = started.elapsed() / 10_000;
+        assert_eq!(decided, 5_000);
+        let paths = [
+            "src/lib.rs",
+            "pkg/sub/mod.py",
+            "vendor/x/y.py",
+            "node_modules/a/b.js",
+        ];
+        let rounds = 100_000;
+        let started = Instant::now();
+        let mut indexed = 0;
+        for n in 0..rounds {
+            indexed += usize::from(rules.indexes(Path::new(paths[n % paths.len()])));
+        }
+        let per_path = started.elapsed() / rounds as u32;
+        assert_eq!(indexed, rounds / 2);
+        println!(
+            "load {load:?}; {undecided:?} per path matched, {per_path:?} per path remembered ({rounds} paths)"
+        );
+    }
+
+    /// How many of `rounds` paths (4 kinds in turn) `rules` indexes,
+    /// matched every time.
+    fn paths_decided(rules: &IndexRules, rounds: usize) -> usize {
+        let paths = [
+            "src/lib.rs",
+            "pkg/sub/mod.py",
+            "vendor/x/y.py",
+            "node_modules/a/b.js",
+        ];
+        (0..rounds)
+            .filter(|n| rules.decide(Path::new(paths[n % paths.len()])))
+            .count()
     }
 
     /// The walk's cost: `cargo test --release --bin cgc-fresh -- --ignored

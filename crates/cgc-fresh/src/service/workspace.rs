@@ -1054,7 +1054,7 @@ impl WorkspaceActor {
                 }
             }
         }
-        let Some(rules) = &self.index_rules else {
+        let Some(rules) = self.index_rules.as_mut() else {
             return (paths, 0);
         };
         let mut kept = Vec::with_capacity(paths.len());
