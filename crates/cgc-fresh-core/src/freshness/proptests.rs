@@ -153,6 +153,15 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(name, condition)| Op::Deliver { name, condition }),
         1 => Just(Op::Restart),
         5 => watcher_op().prop_map(Op::Watcher),
+        // What a shell carrying out a restart reports, about the running
+        // watcher: its successor spawned, then verified.
+        2 => prop::sample::select(vec![WatcherReport::Restarted, WatcherReport::Verified])
+            .prop_map(|kind| Op::Watcher(WatcherOp {
+                kind,
+                name: 0,
+                owner: true,
+                right_pid: true,
+            })),
     ]
 }
 
