@@ -462,6 +462,9 @@ impl World {
             .report(kind, name, lifetime, op.right_pid, mode);
         expect.silent |= verdict.ignored;
         expect.watcher_notice = verdict.notice;
+        if kind == WatcherReport::Started && !verdict.ignored && shadow.any_unsettled() {
+            shadow.watcher.started_with_unsettled_edits();
+        }
         if verdict.verified_now {
             // A running sync drains: its outcome no longer counts.
             if let Some(flight) = &mut shadow.flight {

@@ -352,6 +352,48 @@ fn on_mode_verifies_a_real_watcher_and_an_edit_reaches_the_graph_through_it() {
 }
 
 #[test]
+fn an_edit_during_a_real_kuzu_watchers_start_up_restarts_it_and_reaches_the_graph() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[("CGC_FRESHNESS_WATCH", "on")]);
+    let mut conn = harness(&service);
+    conn.recv_until("the watcher verifying", |f| {
+        f["type"] == "state" && f["watcher"]["state"] == "verifying"
+    });
+    // While it imports and reconciles: its observer is not scheduled yet.
+    agent_renames(&mut conn, &project, "old_name", "startup_name");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert!(
+        before.iter().any(|f| f["watcher"]["state"] == "restarting"),
+        "{before:?}"
+    );
+    // The new process took Kùzu's lock after the old one let it go.
+    let watchers: Vec<_> = service
+        .log_events("spawn")
+        .into_iter()
+        .filter(|e| e["kind"] == "Watcher")
+        .collect();
+    assert_eq!(watchers.len(), 2, "{watchers:?}");
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    conn.request(json!({"type": "session_shutdown", "session": "s1"}), 4);
+    wait_until("the watcher to stop", Duration::from_secs(10), || {
+        service
+            .log_events("child_exited")
+            .iter()
+            .filter(|e| e["kind"] == "Watcher")
+            .count()
+            == 2
+    });
+    assert_eq!(
+        sync_spawns(&service),
+        0,
+        "the restart applied it, not a sync"
+    );
+    project.assert_graph(&["startup_name"], &["old_name"], "the restart applied it");
+}
+
+#[test]
 fn a_real_watcher_still_reconciling_past_the_liveness_window_is_not_verified() {
     let Some(cgc) = real_cgc() else { return };
     let project = Project::new(cgc);
@@ -600,14 +642,10 @@ fn on_mode_with_a_4s_liveness_window_says_fresh_only_when_a_query_finds_each_edi
         ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "4000"),
     ]);
     let mut conn = harness(&service);
-    wait_until("the watcher's spawn", Duration::from_secs(30), || {
-        service
-            .log_events("spawn")
-            .iter()
-            .any(|e| e["kind"] == "Watcher")
+    conn.recv_until("the watcher verifying", |f| {
+        f["type"] == "state" && f["watcher"]["state"] == "verifying"
     });
     // During its start-up (Python imports, then the reconcile).
-    std::thread::sleep(Duration::from_millis(800));
     agent_renames(&mut conn, &project, "old_name", "startup_name");
     let (fresh, before) = conn.wait_status("fresh");
     assert!(

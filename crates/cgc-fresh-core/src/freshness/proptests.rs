@@ -503,6 +503,9 @@ impl World {
                 .report(op.kind, name, lifetime, op.right_pid, WatchMode::On);
         expect.silent |= verdict.ignored;
         expect.watcher_notice = verdict.notice;
+        if op.kind == WatcherReport::Started && !verdict.ignored && self.any_unsettled() {
+            self.watcher.started_with_unsettled_edits();
+        }
         if verdict.verified_now {
             // A running sync no longer has a say.
             if let Some(open) = &mut self.open {

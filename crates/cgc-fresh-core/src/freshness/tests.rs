@@ -2944,3 +2944,27 @@ fn a_shell_command_under_a_verified_watcher_is_compared_and_fresh_waits_for_its_
     bench.at(6_200).answer(probe, TreeChanges::Unchanged);
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
 }
+
+#[test]
+fn an_edit_still_being_written_when_the_watcher_starts_restarts_it_after_verification() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).edit("s1", "a.py"); // called, not yet written
+    bench.at(200).watcher_started("s1", WatchMode::On);
+    bench.at(300).result("s1");
+    // Its write may have come after the start-up reconcile read a.py.
+    let effects = bench.at(3_000).watcher_verified("s1");
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+#[test]
+fn an_edit_written_before_the_watcher_starts_is_covered_by_its_reconcile() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).settled_edit("s1", "a.py");
+    bench.at(200).watcher_started("s1", WatchMode::On);
+    let effects = bench.at(3_000).watcher_verified("s1");
+    assert_eq!(Bench::restart_asked(&effects), None);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}

@@ -21,7 +21,9 @@
 //! was edited meanwhile — or, after `MAX_WATCHER_RESTARTS` restarts in a
 //! row, by stopping it (`watcher_died` notice; it owns nothing any more,
 //! and its exit raises nothing). When exactly a restart comes (once edits
-//! settle) is the machine's; the model checks that it comes only then.
+//! settle) is the machine's; the model checks that it comes only then. An
+//! edit still unsettled when a watcher is started waits like one naming no
+//! path (the caller says so: `started_with_unsettled_edits`).
 //!
 //! Compiled for this crate's tests and with the `model` feature.
 
@@ -219,6 +221,15 @@ impl WatcherModel {
                     }
                 }
             }
+        }
+    }
+
+    /// The running watcher was started while an observed edit was still
+    /// unsettled: that edit may land after its start-up reconcile read the
+    /// file, so something waits that only a restart covers.
+    pub fn started_with_unsettled_edits(&mut self) {
+        if self.running.is_some() {
+            self.awaiting_unknown = true;
         }
     }
 

@@ -14,9 +14,10 @@
 //! Catching up with what the observer cannot report. CGC's `cgc watch
 //! --sync-on-start` schedules its file observer only after its start-up
 //! reconcile returns, so an edit made while it started up may never be
-//! applied (the reconcile may have read the file before the edit); an edit
-//! that named no path, or a change of an ignore file (read once, at start),
-//! is never reported applied either. Such edits wait as *unobserved*. Once
+//! applied (the reconcile may have read the file before the edit), and
+//! neither may one still being written when it was spawned; an edit that
+//! named no path, or a change of an ignore file (read once, at start), is
+//! never reported applied either. Such edits wait as *unobserved*. Once
 //! the watcher is verified, every observed edit has settled and no shell
 //! command is open, the watcher is restarted (`Effect::RestartWatcher`):
 //! the new process's start-up reconcile begins after every such edit was
@@ -72,6 +73,12 @@ impl Freshness {
                 };
                 self.watcher = WatcherSlot::Verifying(watcher);
                 self.awaiting = AwaitingWatcher::default();
+                if self.edits.has_unsettled() {
+                    // An edit still being written may land after the
+                    // start-up reconcile read its file: only a later
+                    // start-up covers it.
+                    self.awaiting.mark_unknown();
+                }
                 self.record.watcher = Some(facts(mode, state::VERIFYING, Some(pid), now));
                 true
             }
