@@ -757,6 +757,7 @@ impl Freshness {
         };
         if let Some(target) = target {
             self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
+            self.await_if_unseen_by_observer(answered.called_at, &target);
             let live = answered
                 .session
                 .and_then(|lifetime| self.sessions.key(lifetime))

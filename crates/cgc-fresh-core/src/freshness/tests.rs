@@ -2968,3 +2968,19 @@ fn an_edit_written_before_the_watcher_starts_is_covered_by_its_reconcile() {
     assert_eq!(Bench::restart_asked(&effects), None);
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
 }
+
+#[test]
+fn a_shell_command_called_while_the_watcher_started_up_restarts_it() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).bash_call("s1");
+    // Verified while the command runs: it waits for the command.
+    let effects = bench.at(3_000).watcher_verified("s1");
+    assert_eq!(Bench::restart_asked(&effects), None);
+    let probe = bench.at(3_500).bash_result("s1");
+    // Some of its writes came before the observer was scheduled.
+    let effects = bench.at(3_600).answer(probe, changed(&["pkg/a.py"]));
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}

@@ -192,12 +192,12 @@ impl AwaitingWatcher {
 
     /// How many paths wait (an unknown edit counts as one).
     pub(crate) fn len(&self) -> usize {
-        self.observed.len() + self.unobserved.len() + usize::from(self.unknown)
+        self.observed.union(&self.unobserved).count() + usize::from(self.unknown)
     }
 
     /// What waits, for the lazy path when the watcher is given up: the
     /// paths, or `None` when an edit named none.
     pub(crate) fn paths(&self) -> Option<impl Iterator<Item = &String>> {
-        (!self.unknown).then(|| self.observed.iter().chain(self.unobserved.iter()))
+        (!self.unknown).then(|| self.observed.union(&self.unobserved))
     }
 }

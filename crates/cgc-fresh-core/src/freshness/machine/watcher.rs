@@ -46,7 +46,7 @@ use super::super::watcher_slot::{
     state, AwaitingWatcher, RunningWatcher, WatcherSlot, MAX_WATCHER_RESTARTS,
 };
 use super::super::workspace_path::PathPlacement;
-use super::Freshness;
+use super::{EditTarget, Freshness};
 
 impl Freshness {
     /// Applies one watcher report; returns whether it was taken. A report
@@ -469,6 +469,38 @@ impl Freshness {
             session,
             pid: watcher.pid,
         });
+    }
+
+    /// A shell command called at `called_at` (`None`: not seen) changed
+    /// `target`: if the watcher's observer was not yet scheduled when it
+    /// was called (the watcher was starting up, or restarting), some of its
+    /// writes may never be reported applied; they wait as unobserved.
+    pub(super) fn await_if_unseen_by_observer(
+        &mut self,
+        called_at: Option<Millis>,
+        target: &EditTarget,
+    ) {
+        if !self.watcher.takes_edits() {
+            return;
+        }
+        let verified_since = match self.watcher {
+            WatcherSlot::Verified(_) => self.record.watcher.as_ref().and_then(|facts| facts.since),
+            _ => None,
+        };
+        let observed = called_at
+            .zip(verified_since)
+            .is_some_and(|(called, since)| since <= called);
+        if observed {
+            return;
+        }
+        match target {
+            EditTarget::Unknown => self.awaiting.mark_unknown(),
+            EditTarget::Paths(paths) => {
+                for path in paths {
+                    self.awaiting.insert(path.clone(), false);
+                }
+            }
+        }
     }
 
     /// The watcher applied `path`: it waits no more; once nothing waits
