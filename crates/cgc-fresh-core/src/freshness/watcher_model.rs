@@ -11,8 +11,9 @@
 //! before verification and `watcher_died` after; a stop raises nothing; the
 //! watcher is gone when its lifetime ends or the service restarts. Every
 //! observed edit of a file CGC parses made while a watcher runs (verifying
-//! or verified) waits until that watcher reports the path applied; an edit
-//! that names no path waits for as long as it runs. A verified watcher with
+//! or verified) waits until that watcher reports the path applied (or a
+//! restart covers it); an edit that names no path waits until a restart
+//! covers it or the watcher is gone. A verified watcher with
 //! nothing waiting is `fresh`; with anything waiting, `possibly_stale`.
 //! An edit its observer cannot report (made while it started up, naming no
 //! path, or of an ignore file) may be answered by the machine with a
