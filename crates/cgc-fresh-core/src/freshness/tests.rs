@@ -2840,7 +2840,7 @@ fn a_pathless_edit_under_a_verified_watcher_restarts_it_once_settled() {
 }
 
 #[test]
-fn a_pathless_edit_under_a_verified_watcher_stays_possibly_stale_until_it_goes() {
+fn a_pathless_edit_being_written_keeps_a_verified_watcher_possibly_stale_until_it_goes() {
     let mut bench = Bench::new();
     bench.with_verified_watcher("s1");
     let key = bench.key("s1");
