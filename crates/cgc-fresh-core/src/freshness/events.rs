@@ -11,9 +11,14 @@
 //! one opening input — `WatcherStarted`, `WatcherSpawnFailed`,
 //! `WatcherBusy` or `WatcherDeclined` — and a started watcher with exactly
 //! one of `WatcherVerified` (then later an ending), `WatcherFailed`,
-//! `WatcherDied` or `WatcherStopped`. Reports about a started watcher name
-//! its `pid`, so a late report about an earlier watcher is recognised as
-//! stale.
+//! `WatcherDied` or `WatcherStopped`. A verified watcher the machine asks
+//! to restart ([`Effect::RestartWatcher`]) is reported as
+//! `WatcherRestarted` (its successor's pid) and then verified or ended
+//! like a first start — or as `WatcherFailed` naming the old pid when no
+//! successor could be spawned. One it asks to stop
+//! ([`Effect::StopWatcher`]) ends with `WatcherStopped`. Reports about a
+//! started watcher name its `pid`, so a late report about an earlier
+//! watcher is recognised as stale.
 
 use cgc_fresh_proto::{NoticeCondition, NoticeLevel, SessionStartReason};
 

@@ -15,7 +15,8 @@
 //! --sync-on-start` schedules its file observer only after its start-up
 //! reconcile returns, so an edit made while it started up may never be
 //! applied (the reconcile may have read the file before the edit), and
-//! neither may one still being written when it was spawned; an edit that
+//! neither may one still being written when it was spawned, nor what a
+//! shell command called before its verification changed; an edit that
 //! named no path, or a change of an ignore file (read once, at start), is
 //! never reported applied either. Such edits wait as *unobserved*. Once
 //! the watcher is verified, every observed edit has settled and no shell
