@@ -627,7 +627,7 @@ mod tests {
     #[ignore]
     fn index_rules_cost() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), ".gitignore", "*.log\nbuild-out/\n/tmp/\n");
+        write(dir.path(), ".gitignore", "*.log\nbuild-out/\n/scratch/\n");
         write(dir.path(), ".cgcignore", "vendor/\n*.gen.py\n");
         let started = Instant::now();
         let mut rules = IndexRules::load(dir.path()).unwrap();
