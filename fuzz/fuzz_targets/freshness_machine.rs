@@ -342,6 +342,7 @@ impl World {
                     session: name.into(),
                     tool: tool.into(),
                     paths,
+                    not_indexed: 0,
                 }
             }
             Op::Result {
@@ -461,6 +462,9 @@ impl World {
             .report(kind, name, lifetime, op.right_pid, mode);
         expect.silent |= verdict.ignored;
         expect.watcher_notice = verdict.notice;
+        if kind == WatcherReport::Started && !verdict.ignored && shadow.any_unsettled() {
+            shadow.watcher.started_with_unsettled_edits();
+        }
         if verdict.verified_now {
             // A running sync drains: its outcome no longer counts.
             if let Some(flight) = &mut shadow.flight {
@@ -553,6 +557,23 @@ impl World {
             assert_eq!(record, before, "{input:?} should change nothing");
         }
 
+        // The machine's own watcher decisions (a restart, a stop) are
+        // checked against the model first: a stop raises its notice in a
+        // step that is no watcher report.
+        let watcher_decided = effects.iter().any(|effect| {
+            matches!(
+                effect,
+                Effect::RestartWatcher { .. } | Effect::StopWatcher { .. }
+            )
+        });
+        for effect in &effects {
+            match self.shadow.watcher.apply_effect(effect) {
+                Ok(true) => expect.watcher_notice = Some(NoticeCondition::WatcherDied),
+                Ok(false) => {}
+                Err(problem) => panic!("{problem}, after {input:?}"),
+            }
+        }
+
         let mut cancels = Vec::new();
         let mut started = false;
         let mut notices = Vec::new();
@@ -582,7 +603,9 @@ impl World {
                     );
                     assert!(!text.is_empty(), "an empty notice");
                     assert!(
-                        !expect.drained || *condition == NoticeCondition::BudgetExhausted,
+                        !expect.drained
+                            || *condition == NoticeCondition::BudgetExhausted
+                            || (watcher_decided && *condition == NoticeCondition::WatcherDied),
                         "the end of a draining sync raised {condition:?}"
                     );
                     if raised_by_watcher(*condition) {
@@ -609,7 +632,10 @@ impl World {
                 Effect::ProbeWorkspace { .. } => {
                     panic!("a probe with no shell tool configured: {input:?}")
                 }
-                Effect::SessionClosed { .. } | Effect::RecordChanged => {}
+                Effect::SessionClosed { .. }
+                | Effect::RestartWatcher { .. }
+                | Effect::StopWatcher { .. }
+                | Effect::RecordChanged => {}
             }
         }
         assert_eq!(
@@ -617,7 +643,9 @@ impl World {
             expect.cancel.into_iter().collect::<Vec<_>>(),
             "wrong cancellations"
         );
-        if expect.drained && !started {
+        // The freed workspace may let a queued sync start or a waiting
+        // watcher restart (or be given up).
+        if expect.drained && !started && !watcher_decided {
             assert_eq!(
                 record, before,
                 "the end of a draining sync changed the record"

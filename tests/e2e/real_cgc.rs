@@ -353,6 +353,48 @@ fn on_mode_verifies_a_real_watcher_and_an_edit_reaches_the_graph_through_it() {
 }
 
 #[test]
+fn an_edit_during_a_real_kuzu_watchers_start_up_restarts_it_and_reaches_the_graph() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    let service = project.service(&[("CGC_FRESHNESS_WATCH", "on")]);
+    let mut conn = harness(&service);
+    conn.recv_until("the watcher verifying", |f| {
+        f["type"] == "state" && f["watcher"]["state"] == "verifying"
+    });
+    // While it imports and reconciles: its observer is not scheduled yet.
+    agent_renames(&mut conn, &project, "old_name", "startup_name");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert!(
+        before.iter().any(|f| f["watcher"]["state"] == "restarting"),
+        "{before:?}"
+    );
+    // The new process took Kùzu's lock after the old one let it go.
+    let watchers: Vec<_> = service
+        .log_events("spawn")
+        .into_iter()
+        .filter(|e| e["kind"] == "Watcher")
+        .collect();
+    assert_eq!(watchers.len(), 2, "{watchers:?}");
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    conn.request(json!({"type": "session_shutdown", "session": "s1"}), 4);
+    wait_until("the watcher to stop", Duration::from_secs(10), || {
+        service
+            .log_events("child_exited")
+            .iter()
+            .filter(|e| e["kind"] == "Watcher")
+            .count()
+            == 2
+    });
+    assert_eq!(
+        sync_spawns(&service),
+        0,
+        "the restart applied it, not a sync"
+    );
+    project.assert_graph(&["startup_name"], &["old_name"], "the restart applied it");
+}
+
+#[test]
 fn a_real_watcher_still_reconciling_past_the_liveness_window_is_not_verified() {
     let Some(cgc) = real_cgc() else { return };
     let project = Project::new(cgc);
@@ -503,6 +545,102 @@ fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph(
     assert_eq!(
         conn.request(json!({"type": "status"}), 9)["status"],
         "fresh"
+    );
+}
+
+/// The case, on a server backend (no lock: the graph can be asked
+/// while the watcher runs): `watch=on`, a 4 s liveness window, a 6-module
+/// workspace; one edit while CGC's start-up reconcile runs (its observer is
+/// not scheduled yet, so CGC alone never applies it) and one right after
+/// the status first says `fresh`, then a `sed -i` through `bash`. Each time
+/// the status says `fresh`, a query through the real CLI finds the edits.
+#[test]
+fn on_mode_with_a_4s_liveness_window_says_fresh_only_when_a_query_finds_each_edit() {
+    let Some(cgc) = real_cgc() else { return };
+    let Some(server) = FalkorServer::start() else {
+        return;
+    };
+    let env = vec![
+        (
+            "DEFAULT_DATABASE".to_string(),
+            "falkordb-remote".to_string(),
+        ),
+        ("FALKORDB_HOST".to_string(), "127.0.0.1".to_string()),
+        ("FALKORDB_PORT".to_string(), server.port.to_string()),
+    ];
+    let project = Project::with(cgc, env, Vec::new());
+    for (module, function) in [
+        ("gamma", "gamma_main"),
+        ("delta", "delta_main"),
+        ("eps", "eps_main"),
+    ] {
+        fs::write(
+            project.path(&format!("pkg/{module}.py")),
+            format!("from pkg.alpha import helper\n\n\ndef {function}():\n    return helper(1)\n"),
+        )
+        .unwrap();
+    }
+    let service = project.service(&[
+        ("CGC_FRESHNESS_WATCH", "on"),
+        ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "4000"),
+    ]);
+    let mut conn = harness(&service);
+    conn.recv_until("the watcher verifying", |f| {
+        f["type"] == "state" && f["watcher"]["state"] == "verifying"
+    });
+    // During its start-up (Python imports, then the reconcile).
+    agent_renames(&mut conn, &project, "old_name", "startup_name");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(
+        before.iter().all(|f| f["status"] != "fresh"),
+        "fresh before the start-up edit was applied: {before:?}"
+    );
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    project.assert_graph(
+        &["startup_name", "gamma_main", "eps_main"],
+        &["old_name"],
+        "at the first fresh",
+    );
+    assert!(
+        service
+            .log_events("decision")
+            .iter()
+            .any(|e| e["decision"] == "restart_watcher"),
+        "the watcher was restarted for the start-up edit"
+    );
+    // Right after the first `fresh`.
+    let alpha = project.path("pkg/alpha.py");
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {
+        rename_in(&alpha, "def helper(", "def after_fresh_helper(")
+    });
+    let state = conn.request(json!({"type": "status"}), 8);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    project.assert_graph(
+        &["after_fresh_helper", "startup_name"],
+        &["helper", "old_name"],
+        "at the second fresh",
+    );
+    // A `sed -i` through `bash` (a temporary file renamed over the
+    // module): compared with the tree at the command's call, it waits for
+    // the watcher like any edit.
+    agent_runs_bash(
+        &mut conn,
+        &project,
+        "sed -i 's/def beta_main(/def sed_main(/' pkg/beta.py",
+    );
+    let (stale, _) = conn.wait_status("possibly_stale");
+    assert_eq!(stale["watcher"]["state"], "verified", "{stale}");
+    let (fresh, before) = conn.wait_status("fresh");
+    assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    project.assert_graph(&["sed_main"], &["beta_main"], "at the third fresh");
+    assert_eq!(
+        sync_spawns(&service),
+        0,
+        "the watcher applied them all, not a sync"
     );
 }
 

@@ -488,3 +488,29 @@ fn a_spawned_cgc_that_hits_the_lock_is_busy_not_a_failure() {
     conn.wait_status("fresh");
     assert_eq!(fake.invocations().len(), 2);
 }
+
+#[test]
+fn an_edit_of_a_file_cgc_ignores_opens_no_stale_episode_lazily() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    std::fs::write(
+        sandbox.workspace().join(".gitignore"),
+        "*.log\nbuild-out/\n",
+    )
+    .unwrap();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "debug.log");
+    agent_edit(&mut conn, "s1", "build-out/gen.py");
+    agent_edit(&mut conn, "s1", "__pycache__/a.py");
+    let state = conn.request(json!({"type": "status"}), 7);
+    assert_eq!(state["status"], "unknown", "{state}");
+    assert_eq!(state["edit_epoch"], 0, "{state}");
+    assert_eq!(conn.count_seen(|f| f["condition"] == "possibly_stale"), 0);
+    // The first edit the graph holds opens the episode and its sync.
+    agent_edit(&mut conn, "s1", "src/a.py");
+    let (stale, _) = conn.wait_status("possibly_stale");
+    assert_eq!(stale["edit_epoch"], 1, "{stale}");
+    conn.wait_status("fresh");
+}

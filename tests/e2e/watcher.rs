@@ -450,3 +450,145 @@ fn a_db_root_option_in_global_args_outranks_the_environment() {
     );
     assert!(fake.watch_invocations().is_empty());
 }
+
+#[test]
+fn an_edit_during_the_start_up_reconcile_restarts_the_watcher_and_only_its_ready_line_is_fresh() {
+    // CGC schedules its observer only after the start-up reconcile: an
+    // edit made meanwhile may never be applied. The watcher is restarted
+    // (its new reconcile begins after the edit) and `fresh` waits for the
+    // new ready line.
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({"watch": [
+            {"steps": [{"sleep_ms": 1500}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]},
+            {"steps": [{"sleep_ms": 1000}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}
+        ]}),
+        &fast_env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "200"),
+        ]),
+    );
+    let mut conn = open_session(&service, "s1");
+    wait_until("the watcher to start", Duration::from_secs(5), || {
+        !fake.watch_invocations().is_empty()
+    });
+    agent_edit(&mut conn, "s1", "pkg/a.py");
+    let (restarting, before) = conn.recv_until("the restart", |f| {
+        f["type"] == "state" && f["watcher"]["state"] == "restarting"
+    });
+    assert!(
+        before.iter().all(|f| f["status"] != "fresh"),
+        "fresh before the restart: {before:?}"
+    );
+    assert_eq!(restarting["status"], "possibly_stale", "{restarting}");
+    let (fresh, between) = conn.wait_status("fresh");
+    assert!(between.iter().all(|f| f["status"] != "fresh"));
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    let watches = fake.watch_invocations();
+    assert_eq!(watches.len(), 2, "one restart: {watches:?}");
+    assert_eq!(
+        fresh["watcher"]["pid"], watches[1]["pid"],
+        "verified as the new process"
+    );
+    for watch in &watches {
+        assert_eq!(
+            args_of(watch),
+            json!(["watch", "--sync-on-start", "."]),
+            "{watch}"
+        );
+    }
+    let end = fake.wait_end_record();
+    assert_eq!(end["handled_signal"], "INT", "stopped gracefully: {end}");
+    let decisions = service.log_events("decision");
+    assert!(
+        decisions.iter().any(|e| e["decision"] == "restart_watcher"),
+        "{decisions:?}"
+    );
+}
+
+#[test]
+fn an_edit_of_a_file_cgc_ignores_waits_for_no_watcher() {
+    // CGC never logs an ignored file applied: waiting for it would keep
+    // the status from `fresh` for as long as the watcher runs.
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    std::fs::write(sandbox.workspace().join(".cgcignore"), "vendor/\n").unwrap();
+    let fake = FakeCgc::new(&sandbox, json!({}));
+    let service =
+        Service::start_with_fake(&sandbox, &fake, &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut conn = open_session(&service, "s1");
+    let (fresh, _) = conn.wait_status("fresh");
+    let epoch = fresh["edit_epoch"].as_u64().unwrap();
+    agent_edit(&mut conn, "s1", "vendor/lib.py");
+    agent_edit(&mut conn, "s1", "node_modules/dep/index.js");
+    let state = conn.request(json!({"type": "status"}), 7);
+    assert_eq!(state["status"], "fresh", "{state}");
+    assert_eq!(state["edit_epoch"].as_u64(), Some(epoch), "{state}");
+    // A file CGC reads counts, and only it waits.
+    agent_edit(&mut conn, "s1", "vendor/lib.py");
+    agent_edit(&mut conn, "s1", "pkg/a.py");
+    let state = conn.request(json!({"type": "status"}), 8);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["edit_epoch"].as_u64(), Some(epoch + 1), "{state}");
+    assert_eq!(
+        state["detail"], "the watcher has not yet applied 1 edited file(s)",
+        "{state}"
+    );
+}
+
+#[test]
+fn a_shell_command_under_the_watcher_is_compared_with_the_tree_at_its_call() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let ws = std::fs::canonicalize(sandbox.workspace()).unwrap();
+    std::fs::create_dir_all(ws.join("pkg")).unwrap();
+    std::fs::write(ws.join("pkg/a.py"), "a = 1\n").unwrap();
+    std::fs::write(ws.join("pkg/b.py"), "b = 1\n").unwrap();
+    let applied = |path: &str| {
+        format!(
+            "2026-12-01 20:26:55,734 - INFO - codegraphcontext.utils.debug_log - [INCREMENTAL] Done. Graph refresh for {}/{path} complete! ✅",
+            ws.display()
+        )
+    };
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": {"steps": [
+            {"stdout": [{"cgc": "ready"}]},
+            {"sleep_ms": 2500}, {"stderr": [applied("pkg/a.py")]},
+            {"sleep_ms": 2500}, {"stderr": [applied("pkg/b.py")]},
+            {"hang": true}
+        ]}}),
+    );
+    let service =
+        Service::start_with_fake(&sandbox, &fake, &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let mut conn = open_session(&service, "s1");
+    conn.wait_status("fresh");
+    // No sync has run, so there is no manifest: compared with it, every
+    // command would be an edit of anything.
+    agent_edit(&mut conn, "s1", "pkg/a.py");
+    std::fs::write(ws.join("pkg/a.py"), "a = 2\n").unwrap();
+    conn.wait_status("possibly_stale");
+    conn.wait_status("fresh");
+    // A command that changes pkg/b.py: that file, and only it, waits.
+    conn.send(json!({"type": "tool_call", "session": "s1", "tool": "bash", "paths": []}));
+    std::fs::write(ws.join("pkg/b.py"), "b = 22\n").unwrap();
+    conn.send(json!({"type": "tool_result", "session": "s1", "tool": "bash", "ok": true}));
+    let (stale, _) = conn.wait_status("possibly_stale");
+    assert_eq!(
+        stale["detail"], "the watcher has not yet applied 1 edited file(s)",
+        "{stale}"
+    );
+    let compared = service.log_events("shell_compared");
+    assert_eq!(compared.len(), 1, "{compared:?}");
+    assert_eq!(compared[0]["changed"], 1, "{compared:?}");
+    conn.wait_status("fresh");
+    // A command that changes nothing leaves it fresh.
+    conn.send(json!({"type": "tool_call", "session": "s1", "tool": "bash", "paths": []}));
+    conn.send(json!({"type": "tool_result", "session": "s1", "tool": "bash", "ok": true}));
+    wait_until("the second comparison", Duration::from_secs(10), || {
+        service.log_events("shell_compared").len() == 2
+    });
+    assert_eq!(service.log_events("shell_compared")[1]["changed"], 0);
+    let state = conn.request(json!({"type": "status"}), 9);
+    assert_eq!(state["status"], "fresh", "{state}");
+    assert_eq!(fake.invocations().len(), 1, "no sync, no restart");
+}

@@ -32,7 +32,7 @@
 //! - **The file** is `manifest.json` in the workspace's state directory,
 //!   written with `atomic_file.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
@@ -268,6 +268,76 @@ pub fn walk(root: &Path, limit: usize) -> Result<Walked, ManifestError> {
         files.insert(relative.to_string_lossy().into_owned(), stat_of(&meta));
     }
     Ok(Walked::Files(files))
+}
+
+/// CGC's indexing rules for one workspace, as the walk applies them, to
+/// decide single paths: whether CGC indexes the file at a path (whether or
+/// not it exists). Built from the ignore files as they are when loaded;
+/// whoever keeps one decides when to load them again.
+pub struct IndexRules {
+    rules: Gitignore,
+    /// Paths decided already: an agent edits the same files again and
+    /// again, and matching every pattern against every parent costs more
+    /// than the rest of a tool call's intake. Bounded by
+    /// [`MAX_DECIDED_PATHS`] (emptied when full).
+    decided: HashMap<PathBuf, bool>,
+}
+
+/// The most path decisions an [`IndexRules`] keeps.
+pub const MAX_DECIDED_PATHS: usize = 4_096;
+
+impl IndexRules {
+    /// Reads the rules of `root` (canonical).
+    pub fn load(root: &Path) -> Result<IndexRules, ManifestError> {
+        Ok(IndexRules {
+            rules: ignore_rules(root)?,
+            decided: HashMap::new(),
+        })
+    }
+
+    /// [`IndexRules::decide`], remembered.
+    pub fn indexes(&mut self, relative: &Path) -> bool {
+        if let Some(indexed) = self.decided.get(relative) {
+            return *indexed;
+        }
+        let indexed = self.decide(relative);
+        if self.decided.len() >= MAX_DECIDED_PATHS {
+            self.decided.clear();
+        }
+        self.decided.insert(relative.to_path_buf(), indexed);
+        indexed
+    }
+
+    /// Whether CGC indexes the file at `relative` (to the workspace root):
+    /// a name or suffix it reads, under no directory it skips, matched by
+    /// no ignore pattern — the walk's own tests. A path that is not plainly
+    /// relative (`.`, `..`, a root) counts as indexed: the conservative
+    /// side.
+    fn decide(&self, relative: &Path) -> bool {
+        let mut parts = Vec::new();
+        for component in relative.components() {
+            match component {
+                std::path::Component::Normal(part) => parts.push(part),
+                _ => return true,
+            }
+        }
+        let Some((name, dirs)) = parts.split_last() else {
+            return true;
+        };
+        if !wanted_name(name) || dirs.iter().any(|dir| ignored_dir_name(dir)) {
+            return false;
+        }
+        !self
+            .rules
+            .matched_path_or_any_parents(relative, false)
+            .is_ignore()
+    }
+}
+
+/// Whether `path` names one of the files CGC's ignore rules come from.
+pub fn is_ignore_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|name| name == ".gitignore" || name == ".cgcignore")
 }
 
 fn stat_of(meta: &fs::Metadata) -> FileStat {
@@ -510,6 +580,96 @@ mod tests {
                 "src/b.rs"
             ]
         );
+    }
+
+    #[test]
+    fn a_single_path_is_decided_as_the_walk_decides_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let files = [
+            "src/a.py",
+            "src/b.rs",
+            "README.md",
+            "Makefile",
+            "notes.bin",
+            "logo.png",
+            "node_modules/dep/index.js",
+            "Build/out.py",
+            "gen/skip.py",
+            "gen/keep.py",
+            "scratch.tmp.py",
+            "deep/__pycache__/c.py",
+            "vendor/lib.py",
+        ];
+        for file in files {
+            write(root, file, "x\n");
+        }
+        write(root, ".cgcignore", "gen/skip.py\nvendor/\n");
+        write(root, ".gitignore", "*.tmp.py\n");
+        let walked = walk(root, 100).unwrap();
+        let mut rules = IndexRules::load(root).unwrap();
+        for file in files.iter().chain(&[".cgcignore", ".gitignore"]) {
+            assert_eq!(
+                rules.indexes(Path::new(file)),
+                paths(&walked).contains(file),
+                "{file}"
+            );
+        }
+        // A path that does not exist (deleted, or about to be written) is
+        // decided by its name alone; a path that is not plainly relative
+        // counts as indexed.
+        assert!(rules.indexes(Path::new("src/new.py")));
+        assert!(!rules.indexes(Path::new("vendor/gone.py")));
+        assert!(rules.indexes(Path::new("./vendor/x.py")));
+        assert!(rules.indexes(Path::new("")));
+    }
+
+    /// The cost of deciding one edited path:
+    /// `cargo test --release --bin cgc-fresh -- --ignored index_rules_cost --nocapture`.
+    #[test]
+    #[ignore]
+    fn index_rules_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), ".gitignore", "*.log\nbuild-out/\n/scratch/\n");
+        write(dir.path(), ".cgcignore", "vendor/\n*.gen.py\n");
+        let started = Instant::now();
+        let mut rules = IndexRules::load(dir.path()).unwrap();
+        let load = started.elapsed();
+        let started = Instant::now();
+        let decided = paths_decided(&rules, 10_000);
+        let undecided = started.elapsed() / 10_000;
+        assert_eq!(decided, 5_000);
+        let paths = [
+            "src/lib.rs",
+            "pkg/sub/mod.py",
+            "vendor/x/y.py",
+            "node_modules/a/b.js",
+        ];
+        let rounds = 100_000;
+        let started = Instant::now();
+        let mut indexed = 0;
+        for n in 0..rounds {
+            indexed += usize::from(rules.indexes(Path::new(paths[n % paths.len()])));
+        }
+        let per_path = started.elapsed() / rounds as u32;
+        assert_eq!(indexed, rounds / 2);
+        println!(
+            "load {load:?}; {undecided:?} per path matched, {per_path:?} per path remembered ({rounds} paths)"
+        );
+    }
+
+    /// How many of `rounds` paths (4 kinds in turn) `rules` indexes,
+    /// matched every time.
+    fn paths_decided(rules: &IndexRules, rounds: usize) -> usize {
+        let paths = [
+            "src/lib.rs",
+            "pkg/sub/mod.py",
+            "vendor/x/y.py",
+            "node_modules/a/b.js",
+        ];
+        (0..rounds)
+            .filter(|n| rules.decide(Path::new(paths[n % paths.len()])))
+            .count()
     }
 
     /// The walk's cost: `cargo test --release --bin cgc-fresh -- --ignored

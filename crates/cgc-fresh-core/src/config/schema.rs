@@ -141,6 +141,11 @@ settings! {
         ///          falkordb-remote) and the workspace is already indexed.
         /// Boolean compatibility: true means "on" and false means "off", in files and in
         /// the environment. Only the text "auto" selects auto; a boolean never does.
+        /// While a watcher runs, "fresh" waits for its log line that it applied each
+        /// edited file. An edit its observer cannot see (made during its start-up
+        /// reconcile, naming no path, or of .cgcignore/.gitignore) restarts it once
+        /// the edits are written; after two restarts in a row that did not catch up,
+        /// it is stopped and edits are synced lazily.
         FreshnessWatch: watch = "watch", WatchMode, default WatchMode::Off,
             kind Watch, env "CGC_FRESHNESS_WATCH";
         /// The liveness window (milliseconds, > 0) of a freshly spawned watcher. A watcher
@@ -176,6 +181,9 @@ settings! {
         FreshnessMinSyncGapMs: min_sync_gap_ms = "minSyncGapMs", u64, default 5_000,
             kind Millis, env "CGC_FRESHNESS_MIN_SYNC_GAP_MS";
         /// Tool names whose calls modify files and so mark the graph possibly stale.
+        /// A path CGC does not index (under a directory it skips, matched by its
+        /// ignore patterns, .gitignore or .cgcignore, or with a suffix it does not
+        /// read) is no edit of the graph.
         /// Shell tools belong in shellTools instead: listed here, every shell
         /// command, read-only ones included, would count as an edit of the named
         /// paths (usually none: the whole workspace).
@@ -188,7 +196,10 @@ settings! {
         /// successful sync: a difference is an observed edit of the changed paths;
         /// no difference changes nothing. Without a manifest (no sync succeeded yet,
         /// or the tree has more files than the manifest holds) every shell command
-        /// counts as an edit of the whole workspace. An empty list turns this off.
+        /// counts as an edit of the whole workspace. While a watcher runs, the
+        /// comparison is with the tree as it was at the command's call instead, and
+        /// the changed files wait for the watcher to apply them. An empty list turns
+        /// this off.
         FreshnessShellTools: shell_tools = "shellTools", Vec<String>, default strings(&["bash"]),
             kind CommaList, env "CGC_FRESHNESS_SHELL_TOOLS" note ", comma-separated (bash,shell).";
     }

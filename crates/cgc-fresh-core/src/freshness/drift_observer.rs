@@ -161,6 +161,9 @@ impl DriftObserver {
                 true
             }
         };
+        if taken {
+            self.restart_watcher_if_due(&mut out);
+        }
         out.push(Envelope::Scheduler(ToScheduler::Readiness {
             gate: self.gate(),
             recheck: taken,
@@ -182,7 +185,24 @@ impl DriftObserver {
             settled_by,
             awaiting_answer: self.watcher.is_verifying() || self.probes.is_comparing(),
             watcher_verified: self.watcher.is_verified(),
+            watcher_retiring: self.watcher.is_retiring(),
+            restart_due_at: self.watcher_restart_deadline(),
         }
+    }
+
+    /// When a watcher restart that waits for edits to settle may be due
+    /// (`restart_watcher_if_due`); a shell command's result will come by
+    /// itself.
+    fn watcher_restart_deadline(&self) -> Option<Millis> {
+        if !self.watcher.is_verified()
+            || self.watcher.is_restarting()
+            || !self.awaiting.needs_restart()
+            || !self.probes.is_empty()
+            || !self.flight.is_idle()
+        {
+            return None;
+        }
+        self.edits.all_settled_by()
     }
 
     /// The observer's clock: the latest time of a taken observation.
@@ -277,6 +297,19 @@ impl DriftObserver {
         self.watcher.is_verified()
     }
 
+    /// Whether a watcher runs that edits wait for (verifying, verified or
+    /// restarting): the shell then compares a shell command's changes with
+    /// the tree as it was at the command's call, not with the manifest of
+    /// the last sync (the watcher applied what changed since).
+    pub fn watcher_takes_edits(&self) -> bool {
+        self.watcher.takes_edits()
+    }
+
+    /// Whether a shell command's probe is open (running or comparing).
+    pub fn shell_commands_open(&self) -> bool {
+        !self.probes.is_empty()
+    }
+
     /// The sync occupying the workspace as far as the observer was told
     /// (running, or draining).
     pub fn current_flight(&self) -> Option<FlightId> {
@@ -342,7 +375,22 @@ impl DriftObserver {
             FlightSlot::Idle if queued && self.watcher.is_verifying() => {
                 Some("a sync waits for the watcher's verification".to_string())
             }
+            FlightSlot::Idle if self.watcher.is_retiring() => {
+                Some("the watcher is being stopped; lazy mode has taken over".to_string())
+            }
             FlightSlot::Idle if queued => Some("a sync is queued".to_string()),
+            FlightSlot::Idle if self.watcher.is_restarting() => Some(
+                "the watcher is restarting: its start-up reconcile applies edits its observer \
+                 could not see"
+                    .to_string(),
+            ),
+            FlightSlot::Idle if self.watcher.is_verified() && self.awaiting.needs_restart() => {
+                Some(format!(
+                    "the watcher has not yet applied {} edited file(s); it restarts to apply \
+                     those its observer could not see once they are written",
+                    self.awaiting.len()
+                ))
+            }
             FlightSlot::Idle if self.watcher.is_verified() && !self.awaiting.is_empty() => {
                 Some(format!(
                     "the watcher has not yet applied {} edited file(s)",
@@ -409,11 +457,7 @@ impl DriftObserver {
                 }
                 true
             }
-            Input::ToolCall {
-                session,
-                tool,
-                paths: _,
-            } if self.policy.is_shell(&tool) => {
+            Input::ToolCall { session, tool, .. } if self.policy.is_shell(&tool) => {
                 let Some(key) = self.live_or_implicit(&session, out) else {
                     // Its result is compared all the same (`shell_result`).
                     return false;
@@ -428,6 +472,7 @@ impl DriftObserver {
                 session,
                 tool,
                 paths,
+                not_indexed,
             } => {
                 if !self.policy.is_modifying(&tool) {
                     return false;
@@ -439,7 +484,7 @@ impl DriftObserver {
                     // while MAX_LIVE_SESSIONS are live: the file changed
                     // all the same. It cannot revive the session, spend a
                     // budget or raise a notice — but "fresh" must not stand.
-                    let Some(target) = self.edit_target(&paths) else {
+                    let Some(target) = self.call_target(&paths, not_indexed) else {
                         return false;
                     };
                     self.catch_up(now);
@@ -447,7 +492,7 @@ impl DriftObserver {
                     return true;
                 };
                 self.catch_up(now);
-                match self.edit_target(&paths) {
+                match self.call_target(&paths, not_indexed) {
                     Some(target) => self.observe_edit(key, &tool, target, out),
                     None => self
                         .edits
@@ -516,6 +561,7 @@ impl DriftObserver {
             | Input::WatcherBusy { .. }
             | Input::WatcherDeclined { .. }
             | Input::WatcherStopped { .. }
+            | Input::WatcherRestarted { .. }
             | Input::WatcherApplied { .. }) => self.take_watcher_report(now, watcher_report, out),
             // The scheduler's (runner reports) and the notices' (deliveries).
             Input::SyncBusy { .. }
@@ -553,6 +599,16 @@ impl DriftObserver {
     fn catch_up(&mut self, now: Millis) {
         self.now = now;
         self.edits.expire(now);
+    }
+
+    /// What a modifying call edited: `None` when it named only paths CGC
+    /// does not index (`not_indexed`, decided by the shell by CGC's own
+    /// rules — the graph holds nothing of them) or outside the workspace.
+    fn call_target(&self, paths: &[String], not_indexed: usize) -> Option<EditTarget> {
+        if paths.is_empty() && not_indexed > 0 {
+            return None;
+        }
+        self.edit_target(paths)
     }
 
     /// Where a modifying call's `paths` land: `None` when every one is
@@ -600,7 +656,7 @@ impl DriftObserver {
         out: &mut Vec<Envelope>,
     ) {
         let now = self.now;
-        if self.watcher.running().is_some() {
+        if self.watcher.takes_edits() {
             self.await_watcher(&target);
         }
         if self.watcher.is_verified() {
@@ -635,15 +691,17 @@ impl DriftObserver {
     /// is `possibly_stale` until then (no notice and no sync: the watcher
     /// applies it within its debounce). Before verification the lazy
     /// drift goes on as well; an edit made during CGC's start-up reconcile
-    /// may be missed by it (the observer is scheduled only after the
-    /// reconcile), so it keeps waiting after the verification, until the
-    /// watcher reports that path applied.
+    /// (a first start or a restart) may be missed by it (the observer is
+    /// scheduled only after the reconcile): it waits as unobserved, which
+    /// calls for a restart (`drift_observer/watcher.rs`) unless the watcher
+    /// reports that path applied first.
     fn await_watcher(&mut self, target: &EditTarget) {
+        let observable = matches!(self.watcher, WatcherSlot::Verified(_));
         match target {
             EditTarget::Unknown => self.awaiting.mark_unknown(),
             EditTarget::Paths(paths) => {
                 for path in paths {
-                    self.awaiting.insert(path.clone());
+                    self.awaiting.insert(path.clone(), observable);
                 }
             }
         }
@@ -654,8 +712,9 @@ impl DriftObserver {
     }
 
     /// A shell tool's result: the command's probe is compared now (an
-    /// unknown or ended name's too: the command ran). While a verified
-    /// watcher owns freshness nothing is compared — it sees the changes.
+    /// unknown or ended name's too: the command ran). Under a running
+    /// watcher too: its observer sees the changes, but only the comparison
+    /// says which files must wait for its word that they are applied.
     fn shell_result(
         &mut self,
         now: Millis,
@@ -668,12 +727,7 @@ impl DriftObserver {
             Known::Live(key) => self.probes.result(key, tool),
             Known::Detached(_) | Known::Ended | Known::Unknown => self.probes.orphan_result(tool),
         };
-        if self.watcher.is_verified() {
-            self.probes.answer(probe);
-            self.claim_deferred(out);
-        } else {
-            out.push(Envelope::Shell(Effect::ProbeWorkspace { probe }));
-        }
+        out.push(Envelope::Shell(Effect::ProbeWorkspace { probe }));
         true
     }
 
@@ -700,6 +754,7 @@ impl DriftObserver {
         };
         if let Some(target) = target {
             self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
+            self.await_if_unseen_by_observer(answered.called_at, &target);
             let live = answered
                 .session
                 .and_then(|lifetime| self.sessions.key(lifetime))
@@ -708,7 +763,7 @@ impl DriftObserver {
                 Some(key) => self.drift_from(key.lifetime, &answered.tool, target, out),
                 None if self.watcher.is_verified() => self.await_watcher(&target),
                 None => {
-                    if self.watcher.running().is_some() {
+                    if self.watcher.takes_edits() {
                         self.await_watcher(&target);
                     }
                     self.mark_drift(target);
@@ -757,7 +812,7 @@ impl DriftObserver {
         let now = self.now;
         self.record.edit_epoch = self.record.edit_epoch.saturating_add(1);
         self.edits.record_orphan(now, self.policy.settle_ms);
-        if self.watcher.running().is_some() {
+        if self.watcher.takes_edits() {
             self.await_watcher(&target);
         }
         if self.watcher.is_verified() {

@@ -11,9 +11,14 @@
 //! one opening input — `WatcherStarted`, `WatcherSpawnFailed`,
 //! `WatcherBusy` or `WatcherDeclined` — and a started watcher with exactly
 //! one of `WatcherVerified` (then later an ending), `WatcherFailed`,
-//! `WatcherDied` or `WatcherStopped`. Reports about a started watcher name
-//! its `pid`, so a late report about an earlier watcher is recognised as
-//! stale.
+//! `WatcherDied` or `WatcherStopped`. A verified watcher the machine asks
+//! to restart ([`Effect::RestartWatcher`]) is reported as
+//! `WatcherRestarted` (its successor's pid) and then verified or ended
+//! like a first start — or as `WatcherFailed` naming the old pid when no
+//! successor could be spawned. One it asks to stop
+//! ([`Effect::StopWatcher`]) ends with `WatcherStopped`. Reports about a
+//! started watcher name its `pid`, so a late report about an earlier
+//! watcher is recognised as stale.
 
 use cgc_fresh_proto::{NoticeCondition, NoticeLevel, SessionStartReason};
 
@@ -47,10 +52,18 @@ pub enum Input {
     /// same instance re-attaches them.
     ConnectionClosed { connection: ConnectionId },
     /// `tool_call`: `paths` absolute or relative to the workspace root.
+    /// `not_indexed`: how many further paths inside the workspace the call
+    /// named that CGC does not index (an ignored directory or pattern, a
+    /// suffix it does not read — decided by the shell with the manifest's
+    /// rules): the graph holds nothing of them, so they are no drift and
+    /// nothing waits for the watcher to apply them. A call that named only
+    /// such paths edited nothing the graph holds; one that named no path at
+    /// all may have edited anything.
     ToolCall {
         session: String,
         tool: String,
         paths: Vec<String>,
+        not_indexed: usize,
     },
     /// `tool_result`: the oldest pending call of `tool` finished.
     ToolResult {
@@ -147,6 +160,16 @@ pub enum Input {
     /// `SessionEnded` already ended its watcher here, and a later
     /// `WatcherStopped` changes nothing.
     WatcherStopped { session: SessionKey, pid: u32 },
+    /// `session`'s watcher `previous`, restarted as an
+    /// [`Effect::RestartWatcher`] asked, exited and its successor `pid` was
+    /// spawned (not yet verified: its ready line follows with
+    /// `WatcherVerified`). A restart that could not spawn is reported as
+    /// `WatcherFailed` naming `previous`.
+    WatcherRestarted {
+        session: SessionKey,
+        previous: u32,
+        pid: u32,
+    },
     /// `session`'s watcher `pid` reported that it applied the file at
     /// `path` (workspace-relative, or absolute) to the graph: CGC printed
     /// its `Graph refresh for <path> complete` line, after its writes.
@@ -238,6 +261,14 @@ pub enum Effect {
     /// the lifetime itself is kept for a replayed `session_start`;
     /// otherwise it ended (shutdown, replacement, or room for another).
     SessionClosed { session: SessionKey, detached: bool },
+    /// Restart `session`'s watcher `pid`: stop it (SIGINT first) and,
+    /// once it exited, spawn `cgc watch --sync-on-start .` again for the
+    /// same session (lock probe first); report `WatcherRestarted`, then its
+    /// verification or failure as for a first start.
+    RestartWatcher { session: SessionKey, pid: u32 },
+    /// Stop `session`'s watcher `pid` (SIGINT first) and report its exit as
+    /// `WatcherStopped`; the session keeps its one attempt spent.
+    StopWatcher { session: SessionKey, pid: u32 },
     /// The record changed: persist [`super::Freshness::record`] and push a
     /// state frame. Emitted at most once per `handle`, as the last effect.
     RecordChanged,

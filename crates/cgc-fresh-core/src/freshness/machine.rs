@@ -228,6 +228,19 @@ impl Freshness {
         self.observer.watcher_owns_freshness()
     }
 
+    /// Whether a watcher runs that edits wait for (verifying, verified or
+    /// restarting): the shell then compares a shell command's changes with
+    /// the tree as it was at the command's call, not with the manifest of
+    /// the last sync (the watcher applied what changed since).
+    pub fn watcher_takes_edits(&self) -> bool {
+        self.observer.watcher_takes_edits()
+    }
+
+    /// Whether a shell command's probe is open (running or comparing).
+    pub fn shell_commands_open(&self) -> bool {
+        self.observer.shell_commands_open()
+    }
+
     /// Whether a `session_start{session}` from `instance` would be taken;
     /// `false` only when [`super::MAX_LIVE_SESSIONS`] lifetimes are live and this
     /// would be another (the input is then ignored: the shell says so to

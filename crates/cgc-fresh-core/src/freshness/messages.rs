@@ -117,6 +117,16 @@ pub enum ToScheduler {
         queue_at: Option<Millis>,
         error: String,
     },
+    /// Restarting the watcher of `owner` did not catch up with the edits
+    /// made while it started up: it is being stopped and lazy mode takes
+    /// over. With `queue_at` an automatic sync `owner` pays is due then —
+    /// it starts only once the watcher has exited ([`Gate::watcher_retiring`]);
+    /// the scheduler offers the notice, which says whether a sync follows.
+    WatcherRetired {
+        owner: Lifetime,
+        queue_at: Option<Millis>,
+        reason: String,
+    },
     /// A deferred `fresh` was claimed: a queued automatic sync is moot.
     FreshClaimed,
     /// A success could not claim `fresh`: one follow-up, due at `due_at`,
@@ -143,6 +153,13 @@ pub struct Gate {
     pub awaiting_answer: bool,
     /// A verified watcher owns freshness: nothing starts.
     pub watcher_verified: bool,
+    /// A watcher is being stopped (it may still hold the embedded
+    /// database): nothing starts until it has exited.
+    pub watcher_retiring: bool,
+    /// The observer's own time to be woken: when a watcher restart that
+    /// waits for edits to settle may be due. The scheduler keeps the one
+    /// wake-up, so it wakes for this too.
+    pub restart_due_at: Option<Millis>,
 }
 
 /// What the notices machine receives.

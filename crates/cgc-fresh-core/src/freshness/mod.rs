@@ -34,6 +34,7 @@
 //! });
 //! machine.handle(Millis(10), Input::ToolCall {
 //!     session: "s1".into(), tool: "edit".into(), paths: vec!["src/main.rs".into()],
+//!     not_indexed: 0,
 //! });
 //! machine.handle(Millis(20), Input::ToolResult { session: "s1".into(), tool: "edit".into(), ok: true });
 //! assert_eq!(machine.record().status, FreshnessStatus::PossiblyStale);
@@ -69,6 +70,8 @@
 //! | "Watcher start blocked by lock": no spawn, busy notice naming the holder, lazy mode, no `fresh` | `watcher_skipped_busy` |
 //! | "Unindexed workspace stays watcher-free", "Embedded backend never auto-spawns": one-time notice explaining the decline | `watcher_declined` |
 //! | Design §5: death after verification drops to `possibly_stale` at once | `watcher_died`, `watcher_gone`; the scheduler's `WatcherDied` (the follow-up sync and its notice) |
+//! | An edit the watcher's observer can never report (made during its start-up or restart, still being written at spawn, a shell command called before verification, no path named, an ignore file) waits as unobserved: once everything settled the watcher is restarted; after [`MAX_WATCHER_RESTARTS`] in a row it is stopped and lazy mode takes over | `AwaitingWatcher::needs_restart` (`watcher_slot.rs`); `restart_watcher_if_due`, `watcher_caught_up`, `retire_watcher`, `await_if_unseen_by_observer` (`drift_observer/watcher.rs`); `Gate::restart_due_at`, `Gate::watcher_retiring` and `WatcherRetired` in `start_due_sync`/`next_deadline` (`sync_scheduler.rs`) |
+//! | Files CGC does not index are no drift (in lazy and watcher mode) | `call_target` (`drift_observer.rs`), `Input::ToolCall::not_indexed` (decided by the shell) |
 //! | The three sub-machines hold the rules whatever order their messages arrive in | `simulation.rs` |
 //!
 //! # Choices the spec leaves open
@@ -194,7 +197,9 @@ mod time;
 #[cfg(any(test, feature = "model"))]
 pub mod watcher_model;
 mod watcher_slot;
-pub use watcher_slot::{watcher_applies_to, WATCHED_SUFFIXES};
+pub use watcher_slot::{
+    watcher_applies_to, IGNORE_FILE_NAMES, MAX_WATCHER_RESTARTS, WATCHED_SUFFIXES,
+};
 mod workspace_path;
 
 #[cfg(test)]

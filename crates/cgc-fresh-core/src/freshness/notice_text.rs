@@ -165,6 +165,22 @@ pub fn watcher_died(workspace: &str, error: &str, sync_follows: bool) -> String 
     )
 }
 
+/// The watcher was stopped because restarting it did not catch up with
+/// the edits made while it started up.
+pub fn watcher_given_up(workspace: &str, reason: &str, sync_follows: bool) -> String {
+    let next = if sync_follows {
+        "A background sync follows shortly."
+    } else {
+        "No automatic sync follows."
+    };
+    format!(
+        "The watcher for {workspace} was stopped: {}. The code graph may be stale; edits are \
+         synced lazily from now on. {next} To sync now, {SYNC_HINT}; the watcher is tried again \
+         next session.",
+        clip(reason)
+    )
+}
+
 /// The watcher was not started because another process holds the database.
 pub fn watcher_skipped_busy(workspace: &str, holder: &str) -> String {
     format!(

@@ -56,6 +56,8 @@ pub(crate) struct Probe {
     /// that was not live.
     pub(crate) session: Option<Lifetime>,
     pub(crate) tool: String,
+    /// When the command was called; `None` for a result with no call seen.
+    pub(crate) called_at: Option<Millis>,
     state: ProbeState,
 }
 
@@ -95,6 +97,7 @@ impl ProbeTracker {
             Probe {
                 session: Some(session),
                 tool: tool.to_string(),
+                called_at: Some(now),
                 state: ProbeState::Running { settles_by },
             },
         );
@@ -149,6 +152,7 @@ impl ProbeTracker {
             Probe {
                 session,
                 tool: tool.to_string(),
+                called_at: None,
                 state: ProbeState::Comparing,
             },
         );

@@ -153,6 +153,15 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(name, condition)| Op::Deliver { name, condition }),
         1 => Just(Op::Restart),
         5 => watcher_op().prop_map(Op::Watcher),
+        // What a shell carrying out a restart reports, about the running
+        // watcher: its successor spawned, then verified.
+        2 => prop::sample::select(vec![WatcherReport::Restarted, WatcherReport::Verified])
+            .prop_map(|kind| Op::Watcher(WatcherOp {
+                kind,
+                name: 0,
+                owner: true,
+                right_pid: true,
+            })),
     ]
 }
 
@@ -380,6 +389,7 @@ impl World {
                     session: name.into(),
                     tool: tool.into(),
                     paths: path_list.iter().map(|path| path.to_string()).collect(),
+                    not_indexed: 0,
                 })
             }
             Op::Result { name, tool } => {
@@ -493,6 +503,9 @@ impl World {
                 .report(op.kind, name, lifetime, op.right_pid, WatchMode::On);
         expect.silent |= verdict.ignored;
         expect.watcher_notice = verdict.notice;
+        if op.kind == WatcherReport::Started && !verdict.ignored && self.any_unsettled() {
+            self.watcher.started_with_unsettled_edits();
+        }
         if verdict.verified_now {
             // A running sync no longer has a say.
             if let Some(open) = &mut self.open {
@@ -616,6 +629,25 @@ impl World {
             .collect();
         prop_assert_eq!(cancels, expect.cancel.into_iter().collect::<Vec<_>>());
 
+        // The machine's own watcher decisions (a restart, a stop) are
+        // checked against the model first: a stop raises its notice in a
+        // step that is no watcher report.
+        let watcher_decided = effects.iter().any(|effect| {
+            matches!(
+                effect,
+                Effect::RestartWatcher { .. } | Effect::StopWatcher { .. }
+            )
+        });
+        for effect in &effects {
+            if self
+                .watcher
+                .apply_effect(effect)
+                .map_err(TestCaseError::fail)?
+            {
+                expect.watcher_notice = Some(NoticeCondition::WatcherDied);
+            }
+        }
+
         let mut started = false;
         for effect in &effects {
             match effect {
@@ -692,7 +724,9 @@ impl World {
                     // A stale completion claims nothing; the only notice in its
                     // step can come from the queued sync it lets go ahead.
                     prop_assert!(
-                        !expect.drained || *condition == NoticeCondition::BudgetExhausted,
+                        !expect.drained
+                            || *condition == NoticeCondition::BudgetExhausted
+                            || (watcher_decided && *condition == NoticeCondition::WatcherDied),
                         "a stale completion made a {:?} notice",
                         condition
                     );
@@ -726,11 +760,16 @@ impl World {
                 }
                 Effect::CancelSync { .. }
                 | Effect::SessionClosed { .. }
+                | Effect::RestartWatcher { .. }
+                | Effect::StopWatcher { .. }
                 | Effect::RecordChanged => {}
             }
         }
 
-        if expect.drained && !started {
+        // A stale completion changes nothing, but the workspace it frees
+        // may let a queued sync start or a waiting watcher restart (or be
+        // given up).
+        if expect.drained && !started && !watcher_decided {
             prop_assert_eq!(&record, &before, "a stale completion changed the record");
         }
 

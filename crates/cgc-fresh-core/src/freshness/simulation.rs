@@ -9,6 +9,14 @@
 //! after the state it described changed — which is what separate actors
 //! allow and what [`super::Freshness`] (synchronous delivery) never shows.
 //!
+//! The watcher supervisor is modelled too: a restart the observer asks for
+//! is reported at once as `WatcherRestarted` with the next pid, whose ready
+//! line comes with a later `WatcherVerify`; a stop is reported at once as
+//! `WatcherStopped`. Not modelled: `WatcherApplied` lines (so an observed
+//! edit under a verified watcher waits until the watcher ends), shell
+//! commands and their probes (the policy names no shell tool), a failed
+//! respawn, and late lines of a replaced process.
+//!
 //! The notice hub is modelled as the notices actor's own: a notice is
 //! pushed to every connection at once, and counted on the ledger only when
 //! a connection that carries the notice's lifetime got it. An `events`
@@ -67,6 +75,8 @@ enum Op {
     Edit {
         name: usize,
         paths: usize,
+        /// Further paths CGC does not index (the shell's count).
+        not_indexed: usize,
     },
     Result {
         name: usize,
@@ -97,7 +107,9 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         1 => (0..3usize).prop_map(|name| Op::End { name }),
         1 => (1..3u64).prop_map(|connection| Op::Close { connection }),
-        5 => (0..3usize, 0..PATHS.len()).prop_map(|(name, paths)| Op::Edit { name, paths }),
+        5 => (0..3usize, 0..PATHS.len(), 0..2usize).prop_map(|(name, paths, not_indexed)| {
+            Op::Edit { name, paths, not_indexed }
+        }),
         3 => (0..3usize).prop_map(|name| Op::Result { name }),
         1 => proptest::option::of(0..3usize).prop_map(|name| Op::Request { name }),
         2 => (0..2_500u64).prop_map(Op::Advance),
@@ -389,6 +401,31 @@ impl Sim {
                     prop_assert!(effects.is_empty());
                 }
             }
+            Effect::RestartWatcher { session, pid } => {
+                // The supervisor stops the process and spawns the next one
+                // (its ready line is `WatcherVerify`'s to report).
+                if let Some(watcher) = self.watcher.as_mut().filter(|watcher| {
+                    watcher.pid == pid && watcher.session_lifetime == session.lifetime
+                }) {
+                    self.next_pid += 1;
+                    watcher.pid = self.next_pid;
+                    watcher.verified = false;
+                    let restarted = Input::WatcherRestarted {
+                        session,
+                        previous: pid,
+                        pid: self.next_pid,
+                    };
+                    self.input(restarted)?;
+                }
+            }
+            Effect::StopWatcher { session, pid } => {
+                if self.watcher.is_some_and(|watcher| {
+                    watcher.pid == pid && watcher.session_lifetime == session.lifetime
+                }) {
+                    self.watcher = None;
+                    self.input(Input::WatcherStopped { session, pid })?;
+                }
+            }
             Effect::ProbeWorkspace { .. } | Effect::RecordChanged => {}
         }
         Ok(())
@@ -425,10 +462,15 @@ impl Sim {
                 self.carried.remove(&connection);
                 self.input(Input::ConnectionClosed { connection })?;
             }
-            Op::Edit { name, paths } => self.input(Input::ToolCall {
+            Op::Edit {
+                name,
+                paths,
+                not_indexed,
+            } => self.input(Input::ToolCall {
                 session: NAMES[name].into(),
                 tool: "edit".into(),
                 paths: PATHS[paths].iter().map(|path| path.to_string()).collect(),
+                not_indexed,
             })?,
             Op::Result { name } => self.input(Input::ToolResult {
                 session: NAMES[name].into(),

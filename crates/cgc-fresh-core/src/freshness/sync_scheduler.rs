@@ -198,6 +198,22 @@ impl SyncScheduler {
                     notice_text::watcher_died(&self.policy.workspace_root, &error, sync_follows);
                 offer_to_all(NoticeCondition::WatcherDied, text, &mut out);
             }
+            ToScheduler::WatcherRetired {
+                owner,
+                queue_at,
+                reason,
+            } => {
+                if let Some(due_at) = queue_at {
+                    self.queue_automatic(owner, due_at);
+                }
+                let sync_follows = self.queued_sync_will_run();
+                let text = notice_text::watcher_given_up(
+                    &self.policy.workspace_root,
+                    &reason,
+                    sync_follows,
+                );
+                offer_to_all(NoticeCondition::WatcherDied, text, &mut out);
+            }
             ToScheduler::FreshClaimed => {
                 if self.queued_automatic() {
                     self.queued = None;
@@ -220,9 +236,19 @@ impl SyncScheduler {
     /// The one time at which the workspace must be woken if nothing else
     /// arrives before; `None` while nothing waits on time (idle, a sync is
     /// running — its report will come — or an automatic sync waits for an
-    /// answer that will come).
+    /// answer that will come, or for a watcher being stopped to exit) —
+    /// or the observer's own time to be woken ([`Gate::restart_due_at`]).
     pub fn next_deadline(&self) -> Option<Millis> {
-        if self.flight != Slot::Idle {
+        match (self.gate.restart_due_at, self.sync_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When the queued sync is due, if one is queued and may start by
+    /// time alone.
+    fn sync_deadline(&self) -> Option<Millis> {
+        if self.flight != Slot::Idle || self.gate.watcher_retiring {
             return None;
         }
         let queued = self.queued?;
@@ -361,9 +387,11 @@ impl SyncScheduler {
     ///
     /// While a watcher is verifying (or a comparison runs), a due automatic
     /// sync waits for that answer. While a verified watcher owns freshness,
-    /// nothing is started at all.
+    /// nothing is started at all; while a watcher is being stopped, nothing
+    /// starts until it has exited (it may still hold the embedded
+    /// database).
     fn start_due_sync(&mut self, out: &mut Vec<Envelope>) {
-        if self.flight != Slot::Idle {
+        if self.flight != Slot::Idle || self.gate.watcher_retiring {
             return;
         }
         if self.gate.watcher_verified {

@@ -102,6 +102,7 @@ impl Bench {
             session: session.into(),
             tool: tool.into(),
             paths: paths.iter().map(|path| path.to_string()).collect(),
+            not_indexed: 0,
         })
     }
 
@@ -586,6 +587,8 @@ fn notices_stay_out_of_the_agent_prompt() {
             | Effect::ProbeWorkspace { .. }
             | Effect::SessionOpened { .. }
             | Effect::SessionClosed { .. }
+            | Effect::RestartWatcher { .. }
+            | Effect::StopWatcher { .. }
             | Effect::RecordChanged => {}
         }
     }
@@ -887,11 +890,13 @@ fn inputs_naming_an_ended_session_change_nothing() {
             session: "s1".into(),
             tool: "read".into(),
             paths: vec!["a.rs".into()],
+            not_indexed: 0,
         },
         Input::ToolCall {
             session: "s1".into(),
             tool: "edit".into(),
             paths: vec!["/elsewhere/a.rs".into()],
+            not_indexed: 0,
         },
         Input::ToolResult {
             session: "s1".into(),
@@ -1164,6 +1169,7 @@ fn pending_paths_overflow_into_a_whole_workspace_marker() {
         session: "s1".into(),
         tool: "write".into(),
         paths,
+        not_indexed: 0,
     });
     let record = bench.machine.record();
     assert_eq!(record.edit_epoch, 1);
@@ -2639,31 +2645,182 @@ fn an_edit_under_a_verified_watcher_is_fresh_only_once_the_watcher_applied_it() 
     );
 }
 
+impl Bench {
+    /// The restart `effects` asked of the watcher, if any: its pid.
+    fn restart_asked(effects: &[Effect]) -> Option<u32> {
+        effects.iter().find_map(|effect| match effect {
+            Effect::RestartWatcher { pid, .. } => Some(*pid),
+            _ => None,
+        })
+    }
+
+    fn watcher_restarted(&mut self, session: &str, previous: u32, pid: u32) -> Vec<Effect> {
+        let session = self.key(session);
+        self.send(Input::WatcherRestarted {
+            session,
+            previous,
+            pid,
+        })
+    }
+
+    fn watcher_verified_as(&mut self, session: &str, pid: u32) -> Vec<Effect> {
+        let session = self.key(session);
+        self.send(Input::WatcherVerified { session, pid })
+    }
+}
+
 #[test]
-fn an_edit_during_the_watchers_start_up_keeps_it_unfresh_until_reported_applied() {
+fn an_edit_during_the_watchers_start_up_restarts_it_and_the_new_ready_line_claims_fresh() {
     let mut bench = Bench::new();
     bench.start("s1");
     bench.at(100).watcher_started("s1", WatchMode::On);
-    // The start-up reconcile may already have read a.py: its edit may be
-    // lost (CGC schedules the observer only after the reconcile).
+    // The start-up reconcile may already have read a.py, and CGC schedules
+    // its observer only after the reconcile: nothing will report this edit.
     bench.at(500).settled_edit("s1", "a.py");
-    bench.at(3_000).watcher_verified("s1");
+    let effects = bench.at(3_000).watcher_verified("s1");
     assert!(bench.machine.watcher_owns_freshness());
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
     assert_eq!(bench.machine.record().stale_since, Some(Millis(500)));
+    assert_eq!(bench.watcher_state().as_deref(), Some("restarting"));
+    assert_eq!(bench.machine.next_deadline(), None, "no sync against it");
+    // The old process's word is not the new start-up's.
+    assert_eq!(bench.at(3_100).watcher_verified("s1"), []);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    let next = WATCHER_PID + 7;
+    bench.at(3_400).watcher_restarted("s1", WATCHER_PID, next);
+    assert_eq!(
+        bench.machine.record().watcher.as_ref().and_then(|w| w.pid),
+        Some(next)
+    );
+    // Its reconcile began after the edit was written: its ready line
+    // covers it.
+    let effects = bench.at(5_000).watcher_verified_as("s1", next);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.record().stale_since, None);
+    assert_eq!(bench.watcher_state().as_deref(), Some("verified"));
+    assert_eq!(Bench::restart_asked(&effects), None);
+    assert_eq!(started(&effects), None);
+}
+
+#[test]
+fn a_start_up_edit_still_being_written_delays_the_restart_until_it_settles() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).edit("s1", "a.py"); // its result has not come
+    let effects = bench.at(3_000).watcher_verified("s1");
+    assert_eq!(Bench::restart_asked(&effects), None);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    // Woken when the edit counts as settled at the latest.
     assert_eq!(
         bench.machine.next_deadline(),
-        None,
-        "no sync against the watcher"
+        Some(Millis(500 + policy().settle_ms))
     );
-    // The file changes again; the watcher applies it.
-    bench.at(4_000).settled_edit("s1", "a.py");
-    bench.at(6_000).watcher_applied("s1", "a.py");
+    let effects = bench.at(3_500).result("s1");
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
+}
+
+#[test]
+fn a_restarted_watcher_claims_nothing_before_its_ready_line() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).settled_edit("s1", "a.py");
+    bench.at(3_000).watcher_verified("s1");
+    let next = WATCHER_PID + 1;
+    bench.at(3_400).watcher_restarted("s1", WATCHER_PID, next);
+    // An edit while it starts up again, applied by its observer after all.
+    bench.at(3_600).settled_edit("s1", "b.py");
+    let session = bench.key("s1");
+    bench.at(4_000).send(Input::WatcherApplied {
+        session,
+        pid: next,
+        path: "b.py".into(),
+    });
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    bench.at(5_000).watcher_verified_as("s1", next);
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
 }
 
 #[test]
-fn a_pathless_edit_under_a_verified_watcher_stays_possibly_stale_until_it_goes() {
+fn edits_during_every_restart_stop_the_watcher_and_lazy_mode_takes_over() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).settled_edit("s1", "a.py");
+    let mut effects = bench.at(3_000).watcher_verified("s1");
+    let mut pid = WATCHER_PID;
+    let mut now = 3_000;
+    for restart in 1..=MAX_WATCHER_RESTARTS {
+        assert_eq!(
+            Bench::restart_asked(&effects),
+            Some(pid),
+            "restart {restart}"
+        );
+        let next = pid + 1;
+        bench.at(now + 200).watcher_restarted("s1", pid, next);
+        bench
+            .at(now + 500)
+            .settled_edit("s1", &format!("m{restart}.py"));
+        effects = bench.at(now + 2_000).watcher_verified_as("s1", next);
+        pid = next;
+        now += 2_000;
+    }
+    assert_eq!(Bench::restart_asked(&effects), None);
+    let stop = effects.iter().find_map(|effect| match effect {
+        Effect::StopWatcher { session, pid } => Some((session.name.clone(), *pid)),
+        _ => None,
+    });
+    assert_eq!(stop, Some(("s1".to_string(), pid)));
+    assert!(notice_text(&effects, NoticeCondition::WatcherDied).contains("was stopped"));
+    assert!(!bench.machine.watcher_owns_freshness());
+    assert_eq!(bench.watcher_state().as_deref(), Some("stopping"));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    let last = format!("m{MAX_WATCHER_RESTARTS}.py");
+    assert!(bench.machine.pending_paths().paths().any(|p| p == last));
+    // The lazy sync waits until the watcher let go of the database.
+    assert_eq!(bench.machine.next_deadline(), None);
+    assert_eq!(started(&bench.at(now + 5_000).wake()), None);
+    let session = bench.key("s1");
+    let effects = bench
+        .at(now + 5_100)
+        .send(Input::WatcherStopped { session, pid });
+    assert!(started(&effects).is_some(), "{effects:?}");
+    assert_eq!(bench.watcher_state(), None);
+}
+
+#[test]
+fn a_restart_that_fails_drops_to_the_lazy_path_like_a_death() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).settled_edit("s1", "a.py");
+    bench.at(3_000).watcher_verified("s1");
+    let effects = bench
+        .at(3_300)
+        .watcher_failed("s1", "the graph database is held by pid 7");
+    assert!(notices(&effects).contains(&pair("s1", NoticeCondition::WatcherDied)));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert!(bench.machine.pending_paths().is_whole_workspace());
+    assert!(
+        bench.machine.next_deadline().is_some(),
+        "a lazy sync follows"
+    );
+}
+
+#[test]
+fn an_ignore_file_edit_under_a_verified_watcher_restarts_it() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    // CGC's watcher reads its ignore rules once, at start.
+    let effects = bench.at(2_000).settled_edit("s1", ".cgcignore");
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+#[test]
+fn a_pathless_edit_under_a_verified_watcher_restarts_it_once_settled() {
     let mut bench = Bench::new();
     bench.with_verified_watcher("s1");
     let key = bench.key("s1");
@@ -2671,6 +2828,27 @@ fn a_pathless_edit_under_a_verified_watcher_stays_possibly_stale_until_it_goes()
         session: key.name.clone(),
         tool: "write".into(),
         paths: Vec::new(),
+        not_indexed: 0,
+    });
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    let effects = bench.at(2_100).send(Input::ToolResult {
+        session: key.name.clone(),
+        tool: "write".into(),
+        ok: true,
+    });
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
+}
+
+#[test]
+fn a_pathless_edit_being_written_keeps_a_verified_watcher_possibly_stale_until_it_goes() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    let key = bench.key("s1");
+    bench.at(2_000).send(Input::ToolCall {
+        session: key.name.clone(),
+        tool: "write".into(),
+        paths: Vec::new(),
+        not_indexed: 0,
     });
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
     bench.at(3_000).watcher_applied("s1", "a.py");
@@ -2691,5 +2869,118 @@ fn a_watcher_that_dies_with_edits_waiting_drops_them_to_the_lazy_path() {
     assert!(notices(&effects).contains(&pair("s1", NoticeCondition::WatcherDied)));
     // A late report from the dead watcher changes nothing.
     assert_eq!(bench.at(2_600).watcher_applied("s1", "a.py"), []);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+// ---- Files CGC does not index --------------------------------------------
+
+impl Bench {
+    /// An `edit` naming `paths` and `not_indexed` more paths the shell
+    /// found CGC does not index, with its result.
+    fn edit_with_unindexed(&mut self, paths: &[&str], not_indexed: usize) -> Vec<Effect> {
+        let mut effects = self.send(Input::ToolCall {
+            session: "s1".into(),
+            tool: "edit".into(),
+            paths: paths.iter().map(|path| path.to_string()).collect(),
+            not_indexed,
+        });
+        let now = self.now;
+        effects.extend(self.at(now + 10).result("s1"));
+        effects
+    }
+}
+
+#[test]
+fn an_edit_of_only_files_cgc_does_not_index_is_no_drift_lazily() {
+    let mut bench = fresh_bench();
+    let epoch = bench.machine.record().edit_epoch;
+    let effects = bench.at(6_000).edit_with_unindexed(&[], 2);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(bench.machine.record().edit_epoch, epoch);
+    assert!(notices(&effects).is_empty());
+    assert_eq!(bench.machine.next_deadline(), None, "no sync for it");
+    // Beside an indexed file it changes nothing about that file's drift.
+    bench.at(7_000).edit_with_unindexed(&["src/lib.rs"], 1);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        bench.machine.pending_paths().paths().collect::<Vec<_>>(),
+        ["src/lib.rs"]
+    );
+}
+
+#[test]
+fn an_edit_of_only_files_cgc_does_not_index_waits_for_no_watcher() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    let effects = bench.at(2_000).edit_with_unindexed(&[], 1);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    assert_eq!(Bench::restart_asked(&effects), None);
+    // A call that named no path at all is another thing: anything.
+    bench.at(3_000).edit_with_unindexed(&[], 0);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+// ---- Shell edits under a watcher -----------------------------------------
+
+#[test]
+fn a_shell_command_under_a_verified_watcher_is_compared_and_fresh_waits_for_its_files() {
+    let mut bench = Bench::new();
+    bench.with_verified_watcher("s1");
+    bench.at(2_000).bash_call("s1");
+    let probe = bench.at(2_500).bash_result("s1");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh, "not known yet");
+    let effects = bench
+        .at(2_600)
+        .answer(probe, changed(&["pkg/a.py", "notes.md"]));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(started(&effects), None, "the watcher applies it, no sync");
+    assert!(notices(&effects).is_empty(), "no staleness notice");
+    assert_eq!(Bench::restart_asked(&effects), None, "its observer saw it");
+    bench.at(5_000).watcher_applied("s1", "pkg/a.py");
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+    // A command that changed nothing keeps it fresh.
+    bench.at(6_000).bash_call("s1");
+    let probe = bench.at(6_100).bash_result("s1");
+    bench.at(6_200).answer(probe, TreeChanges::Unchanged);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+#[test]
+fn an_edit_still_being_written_when_the_watcher_starts_restarts_it_after_verification() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).edit("s1", "a.py"); // called, not yet written
+    bench.at(200).watcher_started("s1", WatchMode::On);
+    bench.at(300).result("s1");
+    // Its write may have come after the start-up reconcile read a.py.
+    let effects = bench.at(3_000).watcher_verified("s1");
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+#[test]
+fn an_edit_written_before_the_watcher_starts_is_covered_by_its_reconcile() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).settled_edit("s1", "a.py");
+    bench.at(200).watcher_started("s1", WatchMode::On);
+    let effects = bench.at(3_000).watcher_verified("s1");
+    assert_eq!(Bench::restart_asked(&effects), None);
+    assert_eq!(bench.status(), FreshnessStatus::Fresh);
+}
+
+#[test]
+fn a_shell_command_called_while_the_watcher_started_up_restarts_it() {
+    let mut bench = Bench::new();
+    bench.start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(500).bash_call("s1");
+    // Verified while the command runs: it waits for the command.
+    let effects = bench.at(3_000).watcher_verified("s1");
+    assert_eq!(Bench::restart_asked(&effects), None);
+    let probe = bench.at(3_500).bash_result("s1");
+    // Some of its writes came before the observer was scheduled.
+    let effects = bench.at(3_600).answer(probe, changed(&["pkg/a.py"]));
+    assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
 }

@@ -11,9 +11,20 @@
 //! before verification and `watcher_died` after; a stop raises nothing; the
 //! watcher is gone when its lifetime ends or the service restarts. Every
 //! observed edit of a file CGC parses made while a watcher runs (verifying
-//! or verified) waits until that watcher reports the path applied; an edit
-//! that names no path waits for as long as it runs. A verified watcher with
+//! or verified) waits until that watcher reports the path applied (or a
+//! restart covers it); an edit that names no path waits until a restart
+//! covers it or the watcher is gone. A verified watcher with
 //! nothing waiting is `fresh`; with anything waiting, `possibly_stale`.
+//! An edit its observer cannot report (made while it started up, naming no
+//! path, or of an ignore file) may be answered by the machine with a
+//! restart of a verified watcher — everything waiting is then covered by
+//! the new start-up, whose ready line makes it `fresh` unless something
+//! was edited meanwhile — or, after `MAX_WATCHER_RESTARTS` restarts in a
+//! row, by stopping it (`watcher_died` notice; it owns nothing any more,
+//! and its exit raises nothing). When exactly a restart comes (once edits
+//! settle) is the machine's; the model checks that it comes only then. An
+//! edit still unsettled when a watcher is started waits like one naming no
+//! path (the caller says so: `started_with_unsettled_edits`).
 //!
 //! Compiled for this crate's tests and with the `model` feature.
 
@@ -21,7 +32,7 @@ use std::collections::BTreeSet;
 
 use cgc_fresh_proto::NoticeCondition;
 
-use super::events::{Input, WatcherDecline};
+use super::events::{Effect, Input, WatcherDecline};
 use super::record::WatcherRecord;
 use super::session::{Lifetime, SessionKey};
 use crate::config::WatchMode;
@@ -40,11 +51,13 @@ pub enum WatcherReport {
     Stopped,
     /// The watcher applied a path to the graph (one that waits, if any).
     Applied,
+    /// A restart the machine asked for spawned the next process.
+    Restarted,
 }
 
 impl WatcherReport {
     /// Every report, for generators.
-    pub const ALL: [WatcherReport; 10] = [
+    pub const ALL: [WatcherReport; 11] = [
         WatcherReport::Started,
         WatcherReport::SpawnFailed,
         WatcherReport::Busy,
@@ -55,6 +68,7 @@ impl WatcherReport {
         WatcherReport::Died,
         WatcherReport::Stopped,
         WatcherReport::Applied,
+        WatcherReport::Restarted,
     ];
 }
 
@@ -80,6 +94,14 @@ pub struct RunningWatcher {
     pub name: &'static str,
     pub pid: u32,
     pub verified: bool,
+    /// Restarting as the machine asked (its ready line not yet seen).
+    pub restarting: bool,
+    /// Being stopped as the machine asked: it owns nothing any more.
+    pub retiring: bool,
+    /// Restarts in a row that have not yet caught up.
+    pub restarts: u32,
+    /// While restarting: the next process was reported spawned.
+    pub respawned: bool,
 }
 
 /// What the machine must make of a report.
@@ -104,6 +126,8 @@ pub struct WatcherModel {
     /// Workspace-relative paths edited while the running watcher runs that
     /// it has not reported applied.
     awaiting: BTreeSet<String>,
+    /// Those of them its observer cannot report (only a restart covers).
+    unobserved: BTreeSet<String>,
     /// An edit naming no path was observed while it runs.
     awaiting_unknown: bool,
 }
@@ -122,36 +146,97 @@ impl WatcherModel {
         self.running
     }
 
-    /// Whether a verified watcher runs (it then owns freshness).
+    /// Whether a verified watcher runs (it then owns freshness, also
+    /// while it restarts; not once it is being stopped).
     pub fn verified(&self) -> bool {
-        self.running.is_some_and(|watcher| watcher.verified)
+        self.running
+            .is_some_and(|watcher| watcher.verified && !watcher.retiring)
     }
 
     /// Whether a verified watcher runs with no edit waiting for it: the
     /// record must then be `fresh`.
     pub fn owes_fresh(&self) -> bool {
-        self.verified() && !self.awaiting_unknown && self.awaiting.is_empty()
+        self.verified()
+            && self.running.is_some_and(|watcher| !watcher.restarting)
+            && !self.awaiting_unknown
+            && self.awaiting.is_empty()
+    }
+
+    fn needs_restart(&self) -> bool {
+        self.awaiting_unknown || !self.unobserved.is_empty()
+    }
+
+    /// Checks and applies a watcher effect of the machine: a restart or a
+    /// stop is asked for only of a verified watcher (not restarting) that
+    /// waits for something its observer cannot report; a stop only after
+    /// `MAX_WATCHER_RESTARTS` restarts in a row. `Ok(true)` for a stop (its
+    /// step raises `watcher_died`).
+    pub fn apply_effect(&mut self, effect: &Effect) -> Result<bool, String> {
+        let (pid, stop) = match effect {
+            Effect::RestartWatcher { pid, .. } => (*pid, false),
+            Effect::StopWatcher { pid, .. } => (*pid, true),
+            _ => return Ok(false),
+        };
+        let needs_restart = self.needs_restart();
+        let Some(watcher) = self.running.as_mut() else {
+            return Err(format!("{effect:?} with no watcher running"));
+        };
+        if watcher.pid != pid || !watcher.verified || watcher.restarting || watcher.retiring {
+            return Err(format!("{effect:?} for {watcher:?}"));
+        }
+        if !needs_restart {
+            return Err(format!("{effect:?} with nothing only a restart covers"));
+        }
+        if stop != (watcher.restarts >= super::watcher_slot::MAX_WATCHER_RESTARTS) {
+            return Err(format!("{effect:?} after {} restarts", watcher.restarts));
+        }
+        if stop {
+            watcher.retiring = true;
+        } else {
+            watcher.restarting = true;
+            watcher.restarts += 1;
+        }
+        self.forget_awaiting();
+        Ok(stop)
     }
 
     /// An edit was observed: `paths` are its workspace-relative paths
     /// inside the workspace, `None` when it named none.
     pub fn observe_edit(&mut self, paths: Option<&[&str]>) {
-        if self.running.is_none() {
+        let Some(watcher) = self.running.filter(|watcher| !watcher.retiring) else {
             return;
-        }
+        };
+        let observable = watcher.verified && !watcher.restarting;
         match paths {
             None => self.awaiting_unknown = true,
-            Some(paths) => self.awaiting.extend(
-                paths
-                    .iter()
-                    .filter(|path| super::watcher_applies_to(path))
-                    .map(|path| path.to_string()),
-            ),
+            Some(paths) => {
+                for path in paths {
+                    let name = path.rsplit('/').next().unwrap_or(path);
+                    let ignore_file = super::watcher_slot::IGNORE_FILE_NAMES.contains(&name);
+                    if !ignore_file && !super::watcher_applies_to(path) {
+                        continue;
+                    }
+                    self.awaiting.insert(path.to_string());
+                    if ignore_file || !observable {
+                        self.unobserved.insert(path.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The running watcher was started while an observed edit was still
+    /// unsettled: that edit may land after its start-up reconcile read the
+    /// file, so something waits that only a restart covers.
+    pub fn started_with_unsettled_edits(&mut self) {
+        if self.running.is_some() {
+            self.awaiting_unknown = true;
         }
     }
 
     fn forget_awaiting(&mut self) {
         self.awaiting.clear();
+        self.unobserved.clear();
         self.awaiting_unknown = false;
     }
 
@@ -213,23 +298,50 @@ impl WatcherModel {
                 self.attempt_input(kind, name, session, opener, mode)
             }
             WatcherReport::Verified => {
+                let caught_up = !self.needs_restart();
                 match &mut self.running {
                     Some(watcher) if about_running && !watcher.verified => {
                         watcher.verified = true;
                         verdict.notice = Some(NoticeCondition::WatcherStarted);
                         verdict.verified_now = true;
                     }
+                    Some(watcher) if about_running && watcher.restarting && watcher.respawned => {
+                        watcher.restarting = false;
+                        watcher.respawned = false;
+                        if caught_up {
+                            watcher.restarts = 0;
+                        }
+                    }
                     _ => verdict.ignored = true,
                 }
                 Input::WatcherVerified { session, pid }
             }
+            WatcherReport::Restarted => {
+                self.last_pid = self.last_pid.wrapping_add(1);
+                let next = self.last_pid;
+                match &mut self.running {
+                    Some(watcher) if about_running && watcher.restarting && !watcher.respawned => {
+                        watcher.pid = next;
+                        watcher.respawned = true;
+                    }
+                    _ => verdict.ignored = true,
+                }
+                Input::WatcherRestarted {
+                    session,
+                    previous: pid,
+                    pid: next,
+                }
+            }
             WatcherReport::Failed | WatcherReport::Died => {
                 if about_running {
-                    verdict.notice = Some(if self.verified() {
-                        NoticeCondition::WatcherDied
+                    let retiring = self.running.is_some_and(|watcher| watcher.retiring);
+                    verdict.notice = if retiring {
+                        None
+                    } else if self.verified() {
+                        Some(NoticeCondition::WatcherDied)
                     } else {
-                        NoticeCondition::WatcherNotVerified
-                    });
+                        Some(NoticeCondition::WatcherNotVerified)
+                    };
                     self.running = None;
                     self.forget_awaiting();
                 } else {
@@ -269,6 +381,7 @@ impl WatcherModel {
                 if !(about_running && self.awaiting.remove(&path)) {
                     verdict.ignored = true;
                 }
+                self.unobserved.remove(&path);
                 Input::WatcherApplied {
                     session,
                     pid,
@@ -299,6 +412,10 @@ impl WatcherModel {
                         name,
                         pid: self.last_pid,
                         verified: false,
+                        restarting: false,
+                        retiring: false,
+                        restarts: 0,
+                        respawned: false,
                     });
                 }
                 Input::WatcherStarted {
@@ -353,7 +470,11 @@ impl WatcherModel {
         let state = facts.map(|facts| facts.state.as_str());
         match self.running {
             Some(watcher) => {
-                let expected = if watcher.verified {
+                let expected = if watcher.retiring {
+                    "stopping"
+                } else if watcher.restarting {
+                    "restarting"
+                } else if watcher.verified {
                     "verified"
                 } else {
                     "verifying"
@@ -367,7 +488,10 @@ impl WatcherModel {
                 }
             }
             None => {
-                if matches!(state, Some("verifying" | "verified")) {
+                if matches!(
+                    state,
+                    Some("verifying" | "verified" | "restarting" | "stopping")
+                ) {
                     return Err(format!("facts of a watcher that is gone: {facts:?}"));
                 }
             }

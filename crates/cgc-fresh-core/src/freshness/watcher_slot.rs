@@ -16,6 +16,11 @@ pub(crate) struct RunningWatcher {
     pub(crate) owner: Lifetime,
     pub(crate) mode: WatchMode,
     pub(crate) pid: u32,
+    /// Restarts in a row that have not yet caught up (reset when it is
+    /// verified with nothing left that needs one).
+    pub(crate) restarts: u32,
+    /// While restarting: the next process was spawned (`pid` is its).
+    pub(crate) respawned: bool,
 }
 
 /// The workspace's watcher.
@@ -28,12 +33,26 @@ pub(crate) enum WatcherSlot {
     Verifying(RunningWatcher),
     /// Verified alive: it keeps the graph current and owns freshness.
     Verified(RunningWatcher),
+    /// A verified watcher being restarted, so that a new start-up
+    /// reconcile reads what its observer cannot report (edits made while
+    /// it started up, an edit naming no path, a changed ignore file). It
+    /// keeps owning freshness (no lazy sync could take the embedded
+    /// database from it) but claims `fresh` only at the new ready line.
+    /// `pid` is the old process until the new one is reported.
+    Restarting(RunningWatcher),
+    /// Being stopped because restarting did not catch up (edits kept
+    /// arriving during its start-up): it owns nothing any more, lazy mode
+    /// has taken over, and an automatic sync waits until it has exited
+    /// (it may still hold the embedded database).
+    Retiring(RunningWatcher),
 }
 
 /// The state words of the record's watcher facts.
 pub(crate) mod state {
     pub(crate) const VERIFYING: &str = "verifying";
     pub(crate) const VERIFIED: &str = "verified";
+    pub(crate) const RESTARTING: &str = "restarting";
+    pub(crate) const STOPPING: &str = "stopping";
     pub(crate) const NOT_VERIFIED: &str = "not_verified";
     pub(crate) const DIED: &str = "died";
     pub(crate) const SKIPPED_BUSY: &str = "skipped_busy";
@@ -41,12 +60,20 @@ pub(crate) mod state {
     pub(crate) const DECLINED_UNINDEXED: &str = "declined_unindexed";
 }
 
+/// How many times in a row a verified watcher is restarted to catch up
+/// with what its observer cannot report; when edits keep arriving during
+/// each new start-up, it is stopped and lazy mode takes over.
+pub const MAX_WATCHER_RESTARTS: u32 = 2;
+
 impl WatcherSlot {
     /// The watcher process, whichever its phase.
     pub(crate) fn running(&self) -> Option<&RunningWatcher> {
         match self {
             WatcherSlot::Absent => None,
-            WatcherSlot::Verifying(watcher) | WatcherSlot::Verified(watcher) => Some(watcher),
+            WatcherSlot::Verifying(watcher)
+            | WatcherSlot::Verified(watcher)
+            | WatcherSlot::Restarting(watcher)
+            | WatcherSlot::Retiring(watcher) => Some(watcher),
         }
     }
 
@@ -54,8 +81,28 @@ impl WatcherSlot {
         matches!(self, WatcherSlot::Verifying(_))
     }
 
+    /// Whether a verified watcher owns freshness: verified, or being
+    /// restarted after it was (the restart is its own catching up).
     pub(crate) fn is_verified(&self) -> bool {
-        matches!(self, WatcherSlot::Verified(_))
+        matches!(self, WatcherSlot::Verified(_) | WatcherSlot::Restarting(_))
+    }
+
+    pub(crate) fn is_restarting(&self) -> bool {
+        matches!(self, WatcherSlot::Restarting(_))
+    }
+
+    /// Whether it is being stopped: no sync may start until it has exited
+    /// (it may still hold the embedded database).
+    pub(crate) fn is_retiring(&self) -> bool {
+        matches!(self, WatcherSlot::Retiring(_))
+    }
+
+    /// Whether edits wait for this watcher's word (it is not retiring).
+    pub(crate) fn takes_edits(&self) -> bool {
+        matches!(
+            self,
+            WatcherSlot::Verifying(_) | WatcherSlot::Verified(_) | WatcherSlot::Restarting(_)
+        )
     }
 }
 
@@ -80,24 +127,44 @@ pub fn watcher_applies_to(path: &str) -> bool {
     }
 }
 
+/// The file names whose change alters what CGC indexes: its watcher reads
+/// its ignore rules once, at start, so only a new start-up applies them.
+pub const IGNORE_FILE_NAMES: [&str; 2] = [".cgcignore", ".gitignore"];
+
 /// Edits the running watcher has not yet reported applied to the graph.
 ///
-/// Filled while a watcher runs (verifying or verified) with the
-/// workspace-relative paths of observed edits of files it parses; a path
-/// leaves when the watcher reports it applied (CGC's
-/// `Graph refresh for <path> complete` line). An edit that named no path
-/// may have touched anything: nothing the watcher reports can show it was
-/// applied, so it stays pending as long as this watcher runs.
+/// Filled while a watcher runs (verifying, verified or restarting) with
+/// the workspace-relative paths of observed edits of files it parses; a
+/// path leaves when the watcher reports it applied (CGC's
+/// `Graph refresh for <path> complete` line).
+///
+/// Some edits its observer may never report: one made while it was still
+/// starting up (CGC schedules its observer only after the start-up
+/// reconcile, which may have read the file before the edit), one that
+/// named no path, and a change of an ignore file (read once, at start).
+/// These are *unobserved*; only a start-up reconcile that begins after
+/// them covers them, so they call for a restart
+/// ([`AwaitingWatcher::needs_restart`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct AwaitingWatcher {
-    paths: std::collections::BTreeSet<String>,
+    observed: std::collections::BTreeSet<String>,
+    unobserved: std::collections::BTreeSet<String>,
     unknown: bool,
 }
 
 impl AwaitingWatcher {
-    pub(crate) fn insert(&mut self, path: String) {
-        if watcher_applies_to(&path) {
-            self.paths.insert(path);
+    /// An edit of `path`; `observable`: the watcher's observer was
+    /// scheduled when it was made (the watcher is verified).
+    pub(crate) fn insert(&mut self, path: String, observable: bool) {
+        let name = path.rsplit('/').next().unwrap_or(&path);
+        if IGNORE_FILE_NAMES.contains(&name) {
+            self.unobserved.insert(path);
+        } else if watcher_applies_to(&path) {
+            if observable {
+                self.observed.insert(path);
+            } else {
+                self.unobserved.insert(path);
+            }
         }
     }
 
@@ -105,17 +172,32 @@ impl AwaitingWatcher {
         self.unknown = true;
     }
 
-    /// The watcher reported `path` applied; whether it was awaited.
+    /// The watcher reported `path` applied; whether it was awaited. (An
+    /// unobserved edit's file may have changed again since: then the
+    /// observer saw it after all.)
     pub(crate) fn applied(&mut self, path: &str) -> bool {
-        self.paths.remove(path)
+        let observed = self.observed.remove(path);
+        let unobserved = self.unobserved.remove(path);
+        observed || unobserved
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.paths.is_empty() && !self.unknown
+        self.observed.is_empty() && self.unobserved.is_empty() && !self.unknown
+    }
+
+    /// Whether something waits that only a new start-up reconcile covers.
+    pub(crate) fn needs_restart(&self) -> bool {
+        !self.unobserved.is_empty() || self.unknown
     }
 
     /// How many paths wait (an unknown edit counts as one).
     pub(crate) fn len(&self) -> usize {
-        self.paths.len() + usize::from(self.unknown)
+        self.observed.union(&self.unobserved).count() + usize::from(self.unknown)
+    }
+
+    /// What waits, for the lazy path when the watcher is given up: the
+    /// paths, or `None` when an edit named none.
+    pub(crate) fn paths(&self) -> Option<impl Iterator<Item = &String>> {
+        (!self.unknown).then(|| self.observed.union(&self.unobserved))
     }
 }

@@ -44,10 +44,11 @@ use super::sync_runner::{
 };
 use super::sync_scheduler::{SchedulerPolicy, SyncSchedulerActor};
 use super::watcher_supervisor::{
-    SessionBegan, SessionGone, WatcherEvent, WatcherReport, WatcherSettings, WatcherSupervisor,
+    RestartWatcher, SessionBegan, SessionGone, StopWatcher, WatcherEvent, WatcherReport,
+    WatcherSettings, WatcherSupervisor,
 };
 use crate::config_load::LoadedConfig;
-use crate::manifest::{self, Manifest, MANIFEST_FILE, MAX_MANIFEST_FILES};
+use crate::manifest::{self, IndexRules, Manifest, MANIFEST_FILE, MAX_MANIFEST_FILES};
 use crate::paths::ServicePaths;
 use crate::process::executable::locate;
 use crate::real_path;
@@ -111,6 +112,12 @@ pub struct DriftObserverActor {
     pending_run: Option<PendingRun>,
     /// Syncs decided by the last input, with their walks' start times.
     snapshots_to_take: Vec<(FlightId, i64)>,
+    /// CGC's indexing rules, to drop edited paths CGC does not index;
+    /// loaded again after an edit of an ignore file, a comparison that
+    /// found changes, and at every sync decided.
+    index_rules: Option<IndexRules>,
+    /// What shell commands called while a watcher runs are compared with.
+    watch_reference: Option<WatchReference>,
     /// Probes waiting for a comparison, and whether one runs.
     probes_waiting: Vec<ProbeId>,
     comparing: bool,
@@ -128,6 +135,17 @@ struct Snapshot {
 struct PendingRun {
     run: RunSync,
     cancelled: bool,
+}
+
+/// The tree as it was when the first shell command still open was called
+/// while a watcher ran. Such a command's changes are found against it, not
+/// against the manifest of the last sync: the watcher has applied what
+/// changed since that sync, and would never report those files again.
+/// Dropped once no shell command is open.
+enum WatchReference {
+    Taking,
+    Ready(Arc<Manifest>),
+    Failed,
 }
 
 enum SnapshotState {
@@ -225,6 +243,8 @@ impl DriftObserverActor {
             snapshot: None,
             pending_run: None,
             snapshots_to_take: Vec::new(),
+            index_rules: None,
+            watch_reference: None,
             probes_waiting: Vec::new(),
             comparing: false,
             home: crate::paths::home_dir(),
@@ -422,6 +442,8 @@ impl DriftObserverActor {
                     session = session.as_ref().map(tracing::field::display),
                     manual
                 );
+                // What CGC indexes may have changed unseen: read anew.
+                self.index_rules = None;
                 // The snapshot's clock starts now, before the runner can
                 // spawn anything (`manifest.rs`, "Snapshot rule").
                 self.snapshots_to_take
@@ -509,6 +531,18 @@ impl DriftObserverActor {
                 }
                 if let Some(watcher) = &self.watcher {
                     watcher.do_send(SessionGone { session });
+                }
+            }
+            Effect::RestartWatcher { session, pid } => {
+                tracing::info!(component = COMPONENT, event = "decision", decision = "restart_watcher", session = %session, pid);
+                if let Some(watcher) = &self.watcher {
+                    watcher.do_send(RestartWatcher { session, pid });
+                }
+            }
+            Effect::StopWatcher { session, pid } => {
+                tracing::info!(component = COMPONENT, event = "decision", decision = "stop_watcher", session = %session, pid);
+                if let Some(watcher) = &self.watcher {
+                    watcher.do_send(StopWatcher { session, pid });
                 }
             }
             Effect::RecordChanged => self.state_dirty = true,
@@ -701,14 +735,25 @@ impl DriftObserverActor {
             return Vec::new();
         }
         let running = self.machine.current_flight();
-        let reference = match &self.snapshot {
-            Some(Snapshot {
-                flight,
-                state: SnapshotState::Ready(taken),
-            }) if Some(*flight) == running => Some(taken.clone()),
-            _ => self.manifest.clone(),
+        let reference = match (&self.watch_reference, &self.snapshot) {
+            // Its walk ends by calling this again.
+            (Some(WatchReference::Taking), _) => return Vec::new(),
+            (Some(WatchReference::Ready(taken)), _) => Some(taken.clone()),
+            (Some(WatchReference::Failed), _) => None,
+            (
+                None,
+                Some(Snapshot {
+                    flight,
+                    state: SnapshotState::Ready(taken),
+                }),
+            ) if Some(*flight) == running => Some(taken.clone()),
+            (None, _) => self.manifest.clone(),
         };
         let batch = std::mem::take(&mut self.probes_waiting);
+        if matches!(self.watch_reference, Some(WatchReference::Failed)) {
+            // Answered below; the next command under the watcher tries anew.
+            self.watch_reference = None;
+        }
         let Some(reference) = reference.filter(|m| matches!(**m, Manifest::Recorded(_))) else {
             tracing::info!(
                 component = COMPONENT,
@@ -727,6 +772,8 @@ impl DriftObserverActor {
         ctx.spawn(
             actix::fut::wrap_future::<_, Self>(walk).map(move |joined, act, ctx| {
                 act.comparing = false;
+                // A shell command may have changed an ignore file.
+                act.index_rules = None;
                 let changes = match joined {
                     Ok((Some(paths), ms)) => {
                         tracing::info!(component = COMPONENT, event = "shell_compared", probes = batch.len(), changed = paths.len(), ms = ms as u64, paths = ?paths.iter().take(8).collect::<Vec<_>>());
@@ -752,9 +799,54 @@ impl DriftObserverActor {
                 for input in inputs {
                     act.apply(input, ctx);
                 }
+                if !act.machine.shell_commands_open() {
+                    act.watch_reference = None;
+                }
             }),
         );
         Vec::new()
+    }
+
+    /// A shell command is called: while a watcher runs, the tree as it is
+    /// now is what the command's changes are found against (unless an
+    /// open command's reference is kept already). Walked on the blocking
+    /// pool; comparisons waiting for it start when it is in.
+    fn take_watch_reference(&mut self, ctx: &mut Context<Self>) {
+        if self.watch_reference.is_some() || !self.machine.watcher_takes_edits() {
+            return;
+        }
+        self.watch_reference = Some(WatchReference::Taking);
+        let root = self.workspace.clone();
+        let taken_at = manifest::walk_start_ns();
+        let walk = tokio::task::spawn_blocking(move || {
+            manifest::timed(|| manifest::snapshot(&root, taken_at, MAX_MANIFEST_FILES))
+        });
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Self>(walk).map(move |joined, act, ctx| {
+                if !matches!(act.watch_reference, Some(WatchReference::Taking)) {
+                    return;
+                }
+                act.watch_reference = Some(match joined {
+                    Ok((Ok(taken @ Manifest::Recorded(_)), ms)) => {
+                        tracing::info!(component = COMPONENT, event = "watch_reference_taken", ms = ms as u64);
+                        WatchReference::Ready(Arc::new(taken))
+                    }
+                    Ok((Ok(Manifest::TooLarge { .. }), _)) => WatchReference::Failed,
+                    Ok((Err(error), _)) => {
+                        tracing::warn!(component = COMPONENT, event = "watch_reference_failed", error = %error);
+                        WatchReference::Failed
+                    }
+                    Err(error) => {
+                        tracing::warn!(component = COMPONENT, event = "watch_reference_failed", error = %error);
+                        WatchReference::Failed
+                    }
+                });
+                for input in act.compare_probes(ctx) {
+                    act.apply(input, ctx);
+                }
+                act.schedule_state_flush(ctx);
+            }),
+        );
     }
 
     /// `session_shutdown`: the lifetime ends; its cleanup follows from the
@@ -962,6 +1054,9 @@ impl Handler<FromClient> for DriftObserverActor {
                 );
             }
             ClientFrame::ToolCall(call) => {
+                if self.machine.policy().is_shell(&call.tool) {
+                    self.take_watch_reference(ctx);
+                }
                 self.ack_session_event(
                     &reply_to,
                     id,
@@ -971,16 +1066,18 @@ impl Handler<FromClient> for DriftObserverActor {
                 tracing::debug!(component = COMPONENT, event = "tool_call", session = %call.session, tool = %call.tool, paths = call.paths.len());
                 // Paths as the file system names them: a symlinked or
                 // `~`-relative path inside the workspace counts.
-                let paths = if self.machine.policy().is_modifying(&call.tool) {
-                    real_path::resolve_all(call.paths, &self.workspace, &self.home)
+                let (paths, not_indexed) = if self.machine.policy().is_modifying(&call.tool) {
+                    let resolved = real_path::resolve_all(call.paths, &self.workspace, &self.home);
+                    self.drop_not_indexed(resolved)
                 } else {
-                    call.paths
+                    (call.paths, 0)
                 };
                 self.apply(
                     Input::ToolCall {
                         session: call.session,
                         tool: call.tool,
                         paths,
+                        not_indexed,
                     },
                     ctx,
                 );
@@ -1026,6 +1123,54 @@ impl Handler<FromClient> for DriftObserverActor {
 }
 
 impl DriftObserverActor {
+    /// Drops the paths inside the workspace that CGC does not index (by
+    /// the manifest's rules, `manifest::IndexRules`): an edit of such a
+    /// file leaves the graph as it is, in lazy and watcher mode alike.
+    /// Returns the rest and how many were dropped. Rules that cannot be
+    /// read drop nothing.
+    fn drop_not_indexed(&mut self, paths: Vec<String>) -> (Vec<String>, usize) {
+        if self.index_rules.is_none() {
+            match IndexRules::load(&self.workspace) {
+                Ok(rules) => self.index_rules = Some(rules),
+                Err(error) => {
+                    tracing::warn!(component = COMPONENT, event = "index_rules_unreadable", error = %error);
+                    return (paths, 0);
+                }
+            }
+        }
+        let Some(rules) = self.index_rules.as_mut() else {
+            return (paths, 0);
+        };
+        let mut kept = Vec::with_capacity(paths.len());
+        let mut dropped = 0;
+        let mut ignore_file_edited = false;
+        for path in paths {
+            let given = std::path::Path::new(&path);
+            ignore_file_edited |= manifest::is_ignore_file(given);
+            let relative = if given.is_absolute() {
+                given.strip_prefix(&self.workspace).ok()
+            } else {
+                Some(given)
+            };
+            match relative {
+                Some(relative) if !rules.indexes(relative) => dropped += 1,
+                _ => kept.push(path),
+            }
+        }
+        if dropped > 0 {
+            tracing::debug!(
+                component = COMPONENT,
+                event = "paths_not_indexed",
+                dropped,
+                kept = kept.len()
+            );
+        }
+        if ignore_file_edited {
+            self.index_rules = None;
+        }
+        (kept, dropped)
+    }
+
     /// Acknowledges an event about `session` when asked (an `id`); when the
     /// session is not live, the reply is an `unknown_session` error saying
     /// what became of the event (`consequence`) instead of a bare `ack`.
@@ -1244,6 +1389,11 @@ impl Handler<WatcherReport> for DriftObserverActor {
                 reason: WatcherDecline::Unindexed,
             },
             WatcherEvent::Stopped { pid } => Input::WatcherStopped { session, pid },
+            WatcherEvent::Restarted { previous, pid } => Input::WatcherRestarted {
+                session,
+                previous,
+                pid,
+            },
             WatcherEvent::Applied { pid, path } => Input::WatcherApplied { session, pid, path },
         };
         self.apply(input, ctx);

@@ -28,6 +28,14 @@
 //!   `[INCREMENTAL] Done. Graph refresh for <path> complete!` line (and the
 //!   old path of a move) is reported as `Applied`, and the machine claims
 //!   `fresh` only when no observed edit waits for one;
+//! - restarted when the machine asks (`Effect::RestartWatcher`: edits its
+//!   observer cannot report wait, `freshness/machine/watcher.rs`): the
+//!   child is stopped (SIGINT first), and once it exited the lock is
+//!   probed and `cgc watch --sync-on-start .` spawned again for the same
+//!   session, reported as `Restarted`; its ready line verifies it as for a
+//!   first start. A restart that cannot spawn (busy, spawn error) is a
+//!   `Failed` naming the old process. Stopped when the machine gives up
+//!   on it (`Effect::StopWatcher`), its exit then reported as `Stopped`;
 //! - the watcher belongs to the session that started it: it is spawned with
 //!   that session, so the supervisor stops it (SIGINT first) when the
 //!   session ends, and its exit is then reported as `Stopped`, not a failure.
@@ -75,6 +83,22 @@ pub struct SessionGone {
     pub session: SessionKey,
 }
 
+/// Restart `session`'s watcher `pid` (the machine's `RestartWatcher`).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct RestartWatcher {
+    pub session: SessionKey,
+    pub pid: u32,
+}
+
+/// Stop `session`'s watcher `pid` for good (the machine's `StopWatcher`).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StopWatcher {
+    pub session: SessionKey,
+    pub pid: u32,
+}
+
 /// New settings (reload); the next attempt uses them.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -118,6 +142,12 @@ pub enum WatcherEvent {
     Stopped {
         pid: u32,
     },
+    /// The watcher `previous` was restarted as asked: `pid` is the new
+    /// process, not yet verified.
+    Restarted {
+        previous: u32,
+        pid: u32,
+    },
     /// The watcher logged that it applied the file at `path` to the graph
     /// (workspace-relative when under the workspace, else as printed).
     Applied {
@@ -138,6 +168,22 @@ struct Running {
     deadline: Option<SpawnHandle>,
     /// Why it is being stopped before verification (no ready line in time).
     gave_up: Option<String>,
+    /// The process this one replaces (a restart), until it is reported.
+    restart_of: Option<u32>,
+    /// The supervisor's id of the child it replaces: a late line of that
+    /// process (CGC prints its ready line twice) says nothing about this one.
+    replaced_child: Option<u64>,
+    /// What its stop is for, when the machine asked for one.
+    stopping_for: Option<StopPurpose>,
+}
+
+/// Why the machine had a running watcher stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopPurpose {
+    /// Spawn it again once it exited.
+    Restart,
+    /// Lazy mode took over: its exit is a `Stopped`.
+    Retire,
 }
 
 pub struct WatcherSupervisor {
@@ -236,6 +282,18 @@ impl WatcherSupervisor {
     }
 
     fn spawn(&mut self, session: SessionKey, ctx: &mut Context<Self>) {
+        self.spawn_watcher(session, None, ctx);
+    }
+
+    /// Spawns `session`'s watcher; `restart_of`: the process it replaces
+    /// (then its outcome is reported as `Restarted`, or as a `Failed` of
+    /// that process).
+    fn spawn_watcher(
+        &mut self,
+        session: SessionKey,
+        restart_of: Option<u32>,
+        ctx: &mut Context<Self>,
+    ) {
         if let Some(running) = &self.running {
             if running.session_ended {
                 // The ended lifetime's watcher is still being stopped (it
@@ -254,7 +312,16 @@ impl WatcherSupervisor {
             &self.settings.cgc.global_args,
             COMPONENT,
         ) {
-            self.report(&session, WatcherEvent::Busy { holder });
+            let event = match restart_of {
+                Some(previous) => WatcherEvent::Failed {
+                    pid: previous,
+                    error: format!(
+                        "it could not be restarted: the graph database is held by {holder}"
+                    ),
+                },
+                None => WatcherEvent::Busy { holder },
+            };
+            self.report(&session, event);
             return;
         }
         self.running = Some(Running {
@@ -267,6 +334,9 @@ impl WatcherSupervisor {
             timer: None,
             deadline: None,
             gave_up: None,
+            restart_of,
+            replaced_child: None,
+            stopping_for: None,
         });
         let mut args = self.settings.cgc.global_args.clone();
         // --sync-on-start: the fresh claim at verification is only true if
@@ -305,35 +375,25 @@ impl WatcherSupervisor {
                     running.deadline = Some(ctx.run_later(budget, move |act, ctx| {
                         act.give_up(budget, ctx)
                     }));
+                    if first_report {
+                        let pid = started.pid as u32;
+                        let event = match running.restart_of.take() {
+                            Some(previous) => WatcherEvent::Restarted { previous, pid },
+                            None => WatcherEvent::Started { pid },
+                        };
+                        act.report(&session, event);
+                    }
                     if saw_ready {
                         act.verify("printed the ready line and is alive", ctx);
-                    }
-                    if first_report {
-                        act.report(
-                            &session,
-                            WatcherEvent::Started {
-                                pid: started.pid as u32,
-                            },
-                        );
                     }
                 }
                 Ok(Err(error)) => {
                     act.running = None;
-                    act.report(
-                        &session,
-                        WatcherEvent::SpawnFailed {
-                            error: error.to_string(),
-                        },
-                    );
+                    act.report(&session, spawn_failed(restart_of, error.to_string()));
                 }
                 Err(error) => {
                     act.running = None;
-                    act.report(
-                        &session,
-                        WatcherEvent::SpawnFailed {
-                            error: error.to_string(),
-                        },
-                    );
+                    act.report(&session, spawn_failed(restart_of, error.to_string()));
                 }
             }
         }));
@@ -463,7 +523,13 @@ impl Handler<ChildEvent> for WatcherSupervisor {
     type Result = ();
     fn handle(&mut self, msg: ChildEvent, ctx: &mut Self::Context) {
         match msg {
-            ChildEvent::Line { text, .. } => {
+            ChildEvent::Line { id, text } => {
+                let from_another = self.running.as_ref().is_none_or(|running| {
+                    running.replaced_child == Some(id) || running.child.is_some_and(|c| c != id)
+                });
+                if from_another {
+                    return;
+                }
                 if is_watch_ready_line(&text) {
                     if let Some(running) = self.running.as_mut() {
                         running.saw_ready = true;
@@ -485,19 +551,30 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                 }
             }
             ChildEvent::Exited {
+                id,
                 pid,
                 status,
                 output_tail,
                 during_shutdown,
-                ..
             } => {
+                if self
+                    .running
+                    .as_ref()
+                    .is_some_and(|running| running.replaced_child == Some(id))
+                {
+                    return;
+                }
                 let Some(mut running) = self.running.take() else {
                     return;
                 };
                 let pid = pid as u32;
                 if running.pid.is_none() {
                     // It ended before its spawn reply was processed.
-                    self.report(&running.session, WatcherEvent::Started { pid });
+                    let event = match running.restart_of.take() {
+                        Some(previous) => WatcherEvent::Restarted { previous, pid },
+                        None => WatcherEvent::Started { pid },
+                    };
+                    self.report(&running.session, event);
                 }
                 for timer in [running.timer.take(), running.deadline.take()]
                     .into_iter()
@@ -515,10 +592,24 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                 };
                 // Stopped by its session's end or by an orderly shutdown:
                 // not an error to record.
-                let event = if running.gave_up.is_some() && !running.session_ended {
-                    WatcherEvent::Failed { pid, error }
-                } else if running.session_ended || during_shutdown {
+                if running.stopping_for == Some(StopPurpose::Restart)
+                    && !running.session_ended
+                    && !during_shutdown
+                {
+                    tracing::info!(component = COMPONENT, event = "watcher_restarting", session = %running.session, previous = pid, exit = %describe(status));
+                    self.spawn_watcher(running.session, Some(pid), ctx);
+                    if let Some(next) = self.running.as_mut() {
+                        next.replaced_child = running.child;
+                    }
+                    return;
+                }
+                let event = if running.stopping_for == Some(StopPurpose::Retire)
+                    || running.session_ended
+                    || during_shutdown
+                {
                     WatcherEvent::Stopped { pid }
+                } else if running.gave_up.is_some() {
+                    WatcherEvent::Failed { pid, error }
                 } else if running.verified {
                     WatcherEvent::Died { pid, error }
                 } else {
@@ -535,10 +626,65 @@ impl Handler<ChildEvent> for WatcherSupervisor {
     }
 }
 
+impl WatcherSupervisor {
+    /// Stops the running watcher `pid` of `session` for `purpose`, if it is
+    /// the one running, verified, and not already being stopped.
+    fn stop_for(&mut self, session: &SessionKey, pid: u32, purpose: StopPurpose) {
+        let Some(running) = self.running.as_mut() else {
+            return;
+        };
+        if running.session != *session
+            || running.pid != Some(pid)
+            || !running.verified
+            || running.session_ended
+            || running.stopping_for.is_some()
+        {
+            tracing::info!(component = COMPONENT, event = "watcher_stop_stale", session = %session, pid, purpose = ?purpose);
+            return;
+        }
+        let Some(child) = running.child else { return };
+        running.stopping_for = Some(purpose);
+        tracing::info!(component = COMPONENT, event = "decision", decision = "watcher_stop", session = %session, pid, purpose = ?purpose);
+        self.supervisor.do_send(StopChild {
+            id: child,
+            reason: match purpose {
+                StopPurpose::Restart => "watcher restart",
+                StopPurpose::Retire => "watcher given up",
+            },
+        });
+    }
+}
+
+impl Handler<RestartWatcher> for WatcherSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: RestartWatcher, _: &mut Self::Context) {
+        self.stop_for(&msg.session, msg.pid, StopPurpose::Restart);
+    }
+}
+
+impl Handler<StopWatcher> for WatcherSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: StopWatcher, _: &mut Self::Context) {
+        self.stop_for(&msg.session, msg.pid, StopPurpose::Retire);
+    }
+}
+
 impl Handler<WatcherSettings> for WatcherSupervisor {
     type Result = ();
     fn handle(&mut self, msg: WatcherSettings, _: &mut Self::Context) {
         self.settings = msg.0;
+    }
+}
+
+/// What a spawn that failed is reported as: the attempt's failure, or the
+/// failure of the watcher a restart was to replace.
+fn spawn_failed(restart_of: Option<u32>, error: String) -> WatcherEvent {
+    match restart_of {
+        Some(previous) => WatcherEvent::Failed {
+            pid: previous,
+            error: format!("it could not be restarted: {error}"),
+        },
+        None => WatcherEvent::SpawnFailed { error },
     }
 }
 

@@ -10,12 +10,33 @@
 //! edits open no stale episode. Design §5: a death after verification drops
 //! the record to `possibly_stale` at once; the watcher belongs to the
 //! session that started it.
+//!
+//! Catching up with what the observer cannot report. CGC's `cgc watch
+//! --sync-on-start` schedules its file observer only after its start-up
+//! reconcile returns, so an edit made while it started up may never be
+//! applied (the reconcile may have read the file before the edit), and
+//! neither may one still being written when it was spawned, nor what a
+//! shell command called before its verification changed; an edit that
+//! named no path, or a change of an ignore file (read once, at start), is
+//! never reported applied either. Such edits wait as *unobserved*. Once
+//! the watcher is verified, every observed edit has settled and no shell
+//! command is open, the watcher is restarted (`Effect::RestartWatcher`):
+//! the new process's start-up reconcile begins after every such edit was
+//! written, so its ready line covers them. Edits made during that restart
+//! are unobserved again; after [`MAX_WATCHER_RESTARTS`] restarts in a row
+//! that did not catch up, the watcher is stopped (`Effect::StopWatcher`)
+//! and lazy mode takes over with what waited pending, a one-time notice
+//! saying so. Why a restart and not a sync of those files: the watcher
+//! holds the embedded database for its whole life, so any sync needs it
+//! stopped anyway, and restarting reuses the one path already verified
+//! end to end (the ready line after a full reconcile); its cost is one
+//! reconcile of the repository (measured in `docs/BENCHMARKS.md`).
 
 use cgc_fresh_proto::{FreshnessStatus, NoticeCondition};
 
 use crate::config::WatchMode;
 
-use super::super::events::{Input, WatcherDecline};
+use super::super::events::{Effect, Input, WatcherDecline};
 use super::super::flight::{DrainCause, FlightSlot};
 use super::super::messages::{Envelope, ToNotices, ToScheduler};
 use super::super::notice_text;
@@ -23,9 +44,11 @@ use super::super::pending_paths::PendingPaths;
 use super::super::record::WatcherRecord;
 use super::super::session::{Lifetime, SessionKey};
 use super::super::time::Millis;
-use super::super::watcher_slot::{state, AwaitingWatcher, RunningWatcher, WatcherSlot};
+use super::super::watcher_slot::{
+    state, AwaitingWatcher, RunningWatcher, WatcherSlot, MAX_WATCHER_RESTARTS,
+};
 use super::super::workspace_path::PathPlacement;
-use super::{offer_to_all, DriftObserver};
+use super::{offer_to_all, DriftObserver, EditTarget};
 
 impl DriftObserver {
     /// Applies one watcher report; returns whether it was taken. A report
@@ -43,9 +66,21 @@ impl DriftObserver {
                 let Some(owner) = self.open_attempt(now, &session) else {
                     return false;
                 };
-                let watcher = RunningWatcher { owner, mode, pid };
+                let watcher = RunningWatcher {
+                    owner,
+                    mode,
+                    pid,
+                    restarts: 0,
+                    respawned: false,
+                };
                 self.watcher = WatcherSlot::Verifying(watcher);
                 self.awaiting = AwaitingWatcher::default();
+                if self.edits.has_unsettled() {
+                    // An edit still being written may land after the
+                    // start-up reconcile read its file: only a later
+                    // start-up covers it.
+                    self.awaiting.mark_unknown();
+                }
                 self.record.watcher = Some(facts(mode, state::VERIFYING, Some(pid), now));
                 true
             }
@@ -67,9 +102,35 @@ impl DriftObserver {
                         self.watcher_verified(watcher, out);
                         true
                     }
+                    Some(watcher) if self.watcher.is_restarting() && watcher.respawned => {
+                        self.catch_up(now);
+                        self.watcher_caught_up(watcher);
+                        true
+                    }
                     // Another watcher, or a repeated verification.
                     _ => false,
                 }
+            }
+            Input::WatcherRestarted {
+                session,
+                previous,
+                pid,
+            } => {
+                let Some(watcher) = self.reported_watcher(&session, previous) else {
+                    return false;
+                };
+                if !self.watcher.is_restarting() || watcher.respawned || previous == pid {
+                    return false;
+                }
+                self.catch_up(now);
+                let watcher = RunningWatcher {
+                    pid,
+                    respawned: true,
+                    ..watcher
+                };
+                self.watcher = WatcherSlot::Restarting(watcher);
+                self.record.watcher = Some(facts(watcher.mode, state::RESTARTING, Some(pid), now));
+                true
             }
             Input::WatcherFailed {
                 session,
@@ -85,6 +146,11 @@ impl DriftObserver {
                     return false;
                 };
                 self.catch_up(now);
+                if self.watcher.is_retiring() {
+                    // Stopped as asked; lazy mode already took over.
+                    self.watcher_gone();
+                    return true;
+                }
                 let was_verified = self.watcher.is_verified();
                 self.watcher = WatcherSlot::Absent;
                 self.awaiting = AwaitingWatcher::default();
@@ -297,6 +363,155 @@ impl DriftObserver {
 }
 
 impl DriftObserver {
+    /// The restarted watcher printed its ready line: its start-up
+    /// reconcile read every file after the edits that called for the
+    /// restart. `fresh` unless something made during this start-up waits
+    /// (that calls for the next restart).
+    fn watcher_caught_up(&mut self, watcher: RunningWatcher) {
+        let now = self.now;
+        let caught_up = !self.awaiting.needs_restart();
+        let watcher = RunningWatcher {
+            restarts: if caught_up { 0 } else { watcher.restarts },
+            respawned: false,
+            ..watcher
+        };
+        self.watcher = WatcherSlot::Verified(watcher);
+        self.record.watcher = Some(facts(watcher.mode, state::VERIFIED, Some(watcher.pid), now));
+        if self.awaiting.is_empty() {
+            self.record.status = FreshnessStatus::Fresh;
+            self.record.stale_since = None;
+            self.record.last_error = None;
+        }
+    }
+
+    /// Restarts the verified watcher when something waits that its
+    /// observer cannot report, once nothing is being written any more
+    /// (every observed edit settled, no shell command open): a file still
+    /// being written could be read by the new reconcile before the write.
+    /// Past [`MAX_WATCHER_RESTARTS`] restarts in a row it is stopped
+    /// instead. Run after every message the observer took, before it tells the
+    /// scheduler its gate.
+    pub(super) fn restart_watcher_if_due(&mut self, out: &mut Vec<Envelope>) {
+        let WatcherSlot::Verified(watcher) = self.watcher else {
+            return;
+        };
+        if !self.awaiting.needs_restart()
+            || self.edits.has_unsettled()
+            || !self.probes.is_empty()
+            || !self.flight.is_idle()
+        {
+            // A sync still finishing may hold the embedded database.
+            return;
+        }
+        let Some(session) = self.sessions.key(watcher.owner) else {
+            return;
+        };
+        let now = self.now;
+        if watcher.restarts >= MAX_WATCHER_RESTARTS {
+            self.retire_watcher(watcher, session, out);
+            return;
+        }
+        let watcher = RunningWatcher {
+            restarts: watcher.restarts.saturating_add(1),
+            respawned: false,
+            ..watcher
+        };
+        // Everything that waits was written before the new process
+        // starts: its start-up reconcile reads it.
+        self.awaiting = AwaitingWatcher::default();
+        self.watcher = WatcherSlot::Restarting(watcher);
+        self.record.watcher = Some(facts(
+            watcher.mode,
+            state::RESTARTING,
+            Some(watcher.pid),
+            now,
+        ));
+        self.record.status = FreshnessStatus::PossiblyStale;
+        self.record.stale_since.get_or_insert(now);
+        out.push(Envelope::Shell(Effect::RestartWatcher {
+            session,
+            pid: watcher.pid,
+        }));
+    }
+
+    /// Restarting did not catch up: the watcher is stopped and lazy mode
+    /// takes over now. What waited is pending (the whole workspace when an
+    /// edit named no path), an automatic sync is queued — it starts once
+    /// the watcher has exited — and the person is told once.
+    fn retire_watcher(
+        &mut self,
+        watcher: RunningWatcher,
+        session: SessionKey,
+        out: &mut Vec<Envelope>,
+    ) {
+        let now = self.now;
+        self.watcher = WatcherSlot::Retiring(watcher);
+        self.record.watcher = Some(facts(watcher.mode, state::STOPPING, Some(watcher.pid), now));
+        let reason = format!(
+            "edits kept arriving while it started up (restarted {} times in a row)",
+            watcher.restarts
+        );
+        self.record.last_error = Some(format!("the watcher was stopped: {reason}"));
+        let awaiting = std::mem::take(&mut self.awaiting);
+        match awaiting.paths() {
+            Some(paths) => {
+                for path in paths {
+                    self.pending.insert(path.clone());
+                }
+            }
+            None => self.pending.mark_whole_workspace(),
+        }
+        self.record.status = FreshnessStatus::PossiblyStale;
+        self.record.stale_since.get_or_insert(now);
+        // The scheduler queues the sync (it starts once the watcher has
+        // exited: the gate says it is retiring) and offers the notice,
+        // which says whether a sync follows.
+        out.push(Envelope::Scheduler(ToScheduler::WatcherRetired {
+            owner: watcher.owner,
+            queue_at: self
+                .policy
+                .auto_sync
+                .then(|| now.plus(self.policy.batch_ms)),
+            reason,
+        }));
+        out.push(Envelope::Shell(Effect::StopWatcher {
+            session,
+            pid: watcher.pid,
+        }));
+    }
+
+    /// A shell command called at `called_at` (`None`: not seen) changed
+    /// `target`: if the watcher's observer was not yet scheduled when it
+    /// was called (the watcher was starting up, or restarting), some of its
+    /// writes may never be reported applied; they wait as unobserved.
+    pub(super) fn await_if_unseen_by_observer(
+        &mut self,
+        called_at: Option<Millis>,
+        target: &EditTarget,
+    ) {
+        if !self.watcher.takes_edits() {
+            return;
+        }
+        let verified_since = match self.watcher {
+            WatcherSlot::Verified(_) => self.record.watcher.as_ref().and_then(|facts| facts.since),
+            _ => None,
+        };
+        let observed = called_at
+            .zip(verified_since)
+            .is_some_and(|(called, since)| since <= called);
+        if observed {
+            return;
+        }
+        match target {
+            EditTarget::Unknown => self.awaiting.mark_unknown(),
+            EditTarget::Paths(paths) => {
+                for path in paths {
+                    self.awaiting.insert(path.clone(), false);
+                }
+            }
+        }
+    }
+
     /// The watcher applied `path`: it waits no more; once nothing waits
     /// for a verified watcher, the record is `fresh` again. Whether the
     /// record changed.
@@ -307,7 +522,8 @@ impl DriftObserver {
         if !self.awaiting.applied(&relative) {
             return false;
         }
-        if self.watcher.is_verified() && self.awaiting.is_empty() {
+        // Not while restarting: only the new ready line may claim.
+        if matches!(self.watcher, WatcherSlot::Verified(_)) && self.awaiting.is_empty() {
             self.record.status = FreshnessStatus::Fresh;
             self.record.stale_since = None;
         }
