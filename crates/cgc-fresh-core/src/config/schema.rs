@@ -223,7 +223,8 @@ settings! {
         ///                the files the flight changed by a driver shipped in this
         ///                service (run with the interpreter of `cgc`, after a check that
         ///                the internal API it needs exists); the graph it leaves equals
-        ///                a from-scratch index of the same tree. A sync of the whole
+        ///                a from-scratch index of the same tree (tested on Kùzu and on
+        ///                a FalkorDB server, falkordb-remote). A sync of the whole
         ///                workspace (a shell edit), more than 256 changed files, a
         ///                failed API check, or a change the driver cannot apply runs
         ///                "reconcile" instead, and the status says so; after an
