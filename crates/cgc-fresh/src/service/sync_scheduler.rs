@@ -85,7 +85,6 @@ impl SyncSchedulerActor {
                     {
                         tracing::info!(
                             component = COMPONENT,
-                            component = COMPONENT,
                             event = "decision",
                             decision = "start_sync",
                             flight = flight.get(),
@@ -99,7 +98,6 @@ impl SyncSchedulerActor {
                 Envelope::Shell(effect) => {
                     if let Effect::CancelSync { flight } = &effect {
                         tracing::info!(
-                            component = COMPONENT,
                             component = COMPONENT,
                             event = "decision",
                             decision = "cancel_sync",
