@@ -2,7 +2,7 @@
 """What a restart of the managed watcher costs on the real CLI.
 
 A watcher is restarted when edits wait that its observer cannot report
-(`freshness/machine/watcher.rs`): the old `cgc watch` is stopped with SIGINT
+(`freshness/drift_observer/watcher.rs`): the old `cgc watch` is stopped with SIGINT
 and `cgc watch --sync-on-start .` runs again until its ready line. This
 measures both halves on throw-away Python workspaces of the given module
 counts (each indexed first with Kùzu, in its own HOME), three times each,

@@ -26,15 +26,15 @@
 //!   and a `sitecustomize` on `PYTHONPATH` (written to the state directory)
 //!   that raises CGC's app logger to INFO; each
 //!   `[INCREMENTAL] Done. Graph refresh for <path> complete!` line (and the
-//!   old path of a move) is reported as `Applied`, and the machine claims
+//!   old path of a move) is reported as `Applied`, and the drift observer claims
 //!   `fresh` only when no observed edit waits for one;
-//! - restarted when the machine asks (`Effect::RestartWatcher`: edits its
-//!   observer cannot report wait, `freshness/machine/watcher.rs`): the
+//! - restarted when the drift observer asks (`Effect::RestartWatcher`: edits its
+//!   observer cannot report wait, `freshness/drift_observer/watcher.rs`): the
 //!   child is stopped (SIGINT first), and once it exited the lock is
 //!   probed and `cgc watch --sync-on-start .` spawned again for the same
 //!   session, reported as `Restarted`; its ready line verifies it as for a
 //!   first start. A restart that cannot spawn (busy, spawn error) is a
-//!   `Failed` naming the old process. Stopped when the machine gives up
+//!   `Failed` naming the old process. Stopped when the drift observer gives up
 //!   on it (`Effect::StopWatcher`), its exit then reported as `Stopped`;
 //! - the watcher belongs to the session that started it: it is spawned with
 //!   that session, so the supervisor stops it (SIGINT first) when the
@@ -83,7 +83,7 @@ pub struct SessionGone {
     pub session: SessionKey,
 }
 
-/// Restart `session`'s watcher `pid` (the machine's `RestartWatcher`).
+/// Restart `session`'s watcher `pid` (the drift observer's `RestartWatcher`).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct RestartWatcher {
@@ -91,7 +91,7 @@ pub struct RestartWatcher {
     pub pid: u32,
 }
 
-/// Stop `session`'s watcher `pid` for good (the machine's `StopWatcher`).
+/// Stop `session`'s watcher `pid` for good (the drift observer's `StopWatcher`).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct StopWatcher {
@@ -173,11 +173,11 @@ struct Running {
     /// The supervisor's id of the child it replaces: a late line of that
     /// process (CGC prints its ready line twice) says nothing about this one.
     replaced_child: Option<u64>,
-    /// What its stop is for, when the machine asked for one.
+    /// What its stop is for, when the drift observer asked for one.
     stopping_for: Option<StopPurpose>,
 }
 
-/// Why the machine had a running watcher stopped.
+/// Why the drift observer had a running watcher stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StopPurpose {
     /// Spawn it again once it exited.
