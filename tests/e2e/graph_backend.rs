@@ -26,6 +26,13 @@ impl GraphBackend {
         FalkorServer::start().map(GraphBackend::FalkorDb)
     }
 
+    /// A FalkorDB server for a real-CLI test: `None` when there is no real
+    /// `cgc` to run against it (the test is skipped) or no server script.
+    pub fn falkordb_with_real_cgc() -> Option<GraphBackend> {
+        crate::support::real_cgc()?;
+        GraphBackend::falkordb()
+    }
+
     /// CGC's root options for every call (the service's `cgc.globalArgs`).
     pub fn global_args(&self) -> Vec<String> {
         match self {
@@ -122,14 +129,7 @@ impl GraphCli {
 
     /// Rows of a Cypher query, as JSON objects.
     pub fn query(&self, cypher: &str) -> Vec<Value> {
-        let out = self.command(&["query", cypher]).output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "cgc query failed: {stdout}");
-        let start = stdout
-            .find('[')
-            .unwrap_or_else(|| panic!("no JSON in query output: {stdout}"));
-        serde_json::from_str::<Vec<Value>>(stdout[start..].trim())
-            .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+        query_rows(&self.command(&["query", cypher]).output().unwrap())
     }
 
     /// The graph's canonical dump, read with the interpreter of the `cgc`
@@ -225,4 +225,16 @@ impl Drop for FalkorServer {
             .arg(self.dir.path())
             .output();
     }
+}
+
+/// The rows of a `cgc query` run, as JSON objects: the CLI prints a banner
+/// before the JSON array.
+pub fn query_rows(out: &std::process::Output) -> Vec<Value> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "cgc query failed: {stdout}");
+    let start = stdout
+        .find('[')
+        .unwrap_or_else(|| panic!("no JSON in query output: {stdout}"));
+    serde_json::from_str::<Vec<Value>>(stdout[start..].trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }

@@ -243,10 +243,7 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_
 #[test]
 fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_a_falkordb_server()
 {
-    if real_cgc().is_none() {
-        return;
-    }
-    let Some(backend) = GraphBackend::falkordb() else {
+    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
         return;
     };
     edits_reach_the_graph_before_fresh(&backend);
@@ -445,10 +442,7 @@ fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_kuzu
 
 #[test]
 fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server() {
-    if real_cgc().is_none() {
-        return;
-    }
-    let Some(backend) = GraphBackend::falkordb() else {
+    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
         return;
     };
     one_sync_equals_from_scratch(&backend);
@@ -462,10 +456,7 @@ fn two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on
 #[test]
 fn two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server()
 {
-    if real_cgc().is_none() {
-        return;
-    }
-    let Some(backend) = GraphBackend::falkordb() else {
+    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
         return;
     };
     both_orders_equal_from_scratch(&backend);

@@ -85,14 +85,7 @@ impl Project {
         let cypher = format!(
             "MATCH (f:Function) WHERE f.name = '{name}' RETURN f.name AS name, f.path AS path"
         );
-        let out = self.cgc_cmd(&["query", &cypher]).output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "cgc query failed: {stdout}");
-        let start = stdout
-            .find('[')
-            .unwrap_or_else(|| panic!("no JSON in query output: {stdout}"));
-        serde_json::from_str::<Vec<Value>>(stdout[start..].trim())
-            .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+        crate::graph_backend::query_rows(&self.cgc_cmd(&["query", &cypher]).output().unwrap())
     }
 
     /// Asserts that the graph has exactly one function named each of
