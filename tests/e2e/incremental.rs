@@ -18,7 +18,7 @@ use crate::support::{
 };
 
 /// The interpreter of the real `cgc` (its `#!` line).
-fn cgc_python(cgc: &Path) -> PathBuf {
+pub(crate) fn cgc_python(cgc: &Path) -> PathBuf {
     let text = fs::read_to_string(cgc).unwrap();
     let first = text.lines().next().unwrap();
     PathBuf::from(first.trim_start_matches("#!").trim())
@@ -37,7 +37,7 @@ fn cgc_cmd(cgc: &Path, ws: &Path, home: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-fn index(cgc: &Path, ws: &Path, home: &Path) {
+pub(crate) fn index(cgc: &Path, ws: &Path, home: &Path) {
     let out = cgc_cmd(cgc, ws, home, &["index", "."]).output().unwrap();
     assert!(
         out.status.success(),
@@ -64,7 +64,7 @@ fn names(rows: &[Value], column: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn functions(cgc: &Path, ws: &Path, home: &Path, name: &str) -> usize {
+pub(crate) fn functions(cgc: &Path, ws: &Path, home: &Path, name: &str) -> usize {
     query(
         cgc,
         ws,
@@ -99,13 +99,13 @@ fn parents_of(cgc: &Path, ws: &Path, home: &Path, class: &str) -> BTreeSet<Strin
     names(&rows, "parent")
 }
 
-fn write(ws: &Path, rel: &str, text: &str) {
+pub(crate) fn write(ws: &Path, rel: &str, text: &str) {
     let path = ws.join(rel);
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, text).unwrap();
 }
 
-fn service(sandbox: &Sandbox, cgc: &Path) -> Service {
+pub(crate) fn service(sandbox: &Sandbox, cgc: &Path) -> Service {
     let cgc = cgc.display().to_string();
     Service::start(
         sandbox,
@@ -123,7 +123,7 @@ fn service(sandbox: &Sandbox, cgc: &Path) -> Service {
 }
 
 /// One agent tool call touching `paths`, its writes, its result.
-fn agent_batch(conn: &mut crate::support::Conn, paths: &[&str], write: impl FnOnce()) {
+pub(crate) fn agent_batch(conn: &mut crate::support::Conn, paths: &[&str], write: impl FnOnce()) {
     conn.send(json!({"type": "tool_call", "session": "s1", "tool": "edit", "paths": paths}));
     write();
     conn.send(json!({"type": "tool_result", "session": "s1", "tool": "edit", "ok": true}));
@@ -131,7 +131,7 @@ fn agent_batch(conn: &mut crate::support::Conn, paths: &[&str], write: impl FnOn
 
 /// Waits for the next `fresh` after a `syncing` state (frames received
 /// from now on only).
-fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
+pub(crate) fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
     // The real CLI's reconcile prints nothing for as long as it runs.
     let quiet = std::time::Duration::from_secs(300);
     conn.recv_until_within("a sync", quiet, |f| {
@@ -146,14 +146,14 @@ fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
 /// The first sync of a service has no manifest to tell what changed since
 /// the graph was built: it reconciles the whole workspace and records one.
 /// A person's `sync` makes that first sync before the edits under test.
-fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) {
+pub(crate) fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) {
     conn.request(json!({"type": "sync"}), 77);
     wait_synced_fresh(conn);
     assert_eq!(strategies_run(service), ["reconcile"], "no manifest yet");
 }
 
 /// The strategy each sync ran, in order (as configured, or as a fallback).
-fn strategies_run(service: &Service) -> Vec<String> {
+pub(crate) fn strategies_run(service: &Service) -> Vec<String> {
     service
         .log_text()
         .lines()
@@ -280,7 +280,7 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh() {
 /// Generated modules: each has a helper, a compute calling it and the
 /// previous module's export, an export, and a class deriving from the
 /// previous module's class.
-fn write_modules(ws: &Path, count: usize) {
+pub(crate) fn write_modules(ws: &Path, count: usize) {
     write(ws, "pkg/__init__.py", "");
     for i in 0..count {
         let (import, upstream, base) = match i.checked_sub(1) {
@@ -306,7 +306,7 @@ fn write_modules(ws: &Path, count: usize) {
 }
 
 /// The canonical dump of the Kùzu graph under `home` (see `graph_dump.py`).
-fn dump(python: &Path, home: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
+pub(crate) fn dump(python: &Path, home: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/e2e/graph_dump.py");
     let db = home.join(".codegraphcontext/global/db/kuzudb");
     let out = Command::new(python).arg(script).arg(&db).output().unwrap();
