@@ -1,8 +1,9 @@
 //! The incremental driver's parse cache, against the real CLI (0.6.13,
 //! Kùzu): a sync that takes most parses from a warm cache leaves the graph a
 //! from-scratch index of the same tree builds; a corrupt cache, or one
-//! replaced by a symlink, is ignored (never followed), every file is parsed
-//! again, and the sync is as exact.
+//! made by another CodeGraphContext version, or replaced by a symlink, is
+//! ignored (a symlink never followed), every file is parsed again, and the
+//! sync is as exact.
 //!
 //! Real-CLI tests need `CGC_FRESH_REAL_CGC` (see `real_cgc.rs`).
 
@@ -128,7 +129,26 @@ fn a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_ba
     assert_eq!(figure(&t[2], "parse_cache_ignored"), 1, "{}", t[2]);
     assert_eq!(figure(&t[2], "parse_cache_hits"), 0, "{}", t[2]);
 
-    // 4. A symlink planted at the cache's name is neither read nor written
+    // 4. A cache made by another CodeGraphContext version (its header
+    // says so; the body and its checksum are intact) is ignored too.
+    let text = fs::read_to_string(&cache).unwrap();
+    let (header, body) = text.split_once('\n').unwrap();
+    assert!(header.contains(r#"["codegraphcontext","#), "{header}");
+    let header = header.replacen(
+        r#"["codegraphcontext",""#,
+        r#"["codegraphcontext","0.0.0-"#,
+        1,
+    );
+    fs::write(&cache, format!("{header}\n{body}")).unwrap();
+    agent_batch(&mut conn, &["pkg/mod_009.py"], || {
+        rename_in(&ws, "pkg/mod_009.py", "m009_compute", "m009_computed")
+    });
+    wait_synced_fresh(&mut conn);
+    let t = driver_timings(&service);
+    assert_eq!(figure(&t[3], "parse_cache_ignored"), 1, "{}", t[3]);
+    assert_eq!(figure(&t[3], "parse_cache_hits"), 0, "{}", t[3]);
+
+    // 5. A symlink planted at the cache's name is neither read nor written
     // through: the cache is rewritten beside it, the target untouched.
     let elsewhere = sandbox.root.path().join("elsewhere.json");
     fs::write(&elsewhere, "not the driver's\n").unwrap();
@@ -140,25 +160,26 @@ fn a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_ba
     });
     wait_synced_fresh(&mut conn);
     let t = driver_timings(&service);
-    assert_eq!(figure(&t[3], "parse_cache_ignored"), 1, "{}", t[3]);
+    assert_eq!(figure(&t[4], "parse_cache_ignored"), 1, "{}", t[4]);
     assert_eq!(
         fs::read_to_string(&elsewhere).unwrap(),
         "not the driver's\n"
     );
     assert!(fs::symlink_metadata(&cache).unwrap().is_file());
 
-    // 5. Warm again.
+    // 6. Warm again.
     agent_batch(&mut conn, &["pkg/mod_007.py"], || {
         rename_in(&ws, "pkg/mod_007.py", "m007_helper", "m007_assist")
     });
     wait_synced_fresh(&mut conn);
     let t = driver_timings(&service);
-    assert_eq!(figure(&t[4], "parse_cache_warm"), 1, "{}", t[4]);
-    assert!(figure(&t[4], "parse_cache_hits") > 0, "{}", t[4]);
+    assert_eq!(figure(&t[5], "parse_cache_warm"), 1, "{}", t[5]);
+    assert!(figure(&t[5], "parse_cache_hits") > 0, "{}", t[5]);
     assert_eq!(
         strategies_run(&service),
         [
             "reconcile",
+            "incremental",
             "incremental",
             "incremental",
             "incremental",

@@ -48,11 +48,14 @@ MAX_ENTRIES = 200_000
 # Entries of files changed this recently (ns) are not stored.
 RACY_NS = 2_000_000_000
 TUPLE_TAG = "\u0000tuple"
-# Extensions whose pre-scan is a plain accumulation over files (read in
-# `codegraphcontext.tools.languages.python.pre_scan_python`): a per-file
-# result can be cached and merged. Other extensions are pre-scanned as a
-# whole, uncached.
-PER_FILE_PRESCAN = (".py",)
+# Extensions whose parse reads nothing but the file itself and whose
+# pre-scan is a plain accumulation over files (read in CodeGraphContext
+# 0.6.13's `tools/languages/python.py`: `parse` and `pre_scan_python`), so a
+# per-file result can be cached and the pre-scans merged. Other languages are
+# parsed and pre-scanned every time: some of their parsers read other files
+# (Lua's module search, Solidity's remappings, Gradle's settings), and the
+# rest were not checked.
+CACHED_SUFFIXES = (".py",)
 # Stale entries (files changed or gone) are harmless, but the file is
 # rewritten when they are this share of it, so it does not grow.
 STALE_SHARE = 0.1
@@ -272,6 +275,9 @@ class ParseCache:
     def parse(self, builder, repo, path):
         """`builder.parse_file(repo, path, False)`, from the cache when the
         file is unchanged."""
+        if path.suffix not in CACHED_SUFFIXES:
+            self.misses += 1
+            return builder.parse_file(repo, path, False)
         key = str(path)
         ident = self._stat(path)
         self.current[key] = ident
@@ -287,7 +293,7 @@ class ParseCache:
 
     def pre_scan(self, builder, files):
         """`builder.pre_scan_imports(files)`: CGC's `pre_scan_for_imports`,
-        with the per-file scan of `PER_FILE_PRESCAN` extensions cached and
+        with the per-file scan of `CACHED_SUFFIXES` cached and
         merged in the order CGC merges them."""
         try:
             from codegraphcontext.tools.indexing import pre_scan as ps
@@ -309,7 +315,7 @@ class ParseCache:
             scanner = registry.get(ext)
             if not scanner:
                 continue
-            if ext in PER_FILE_PRESCAN:
+            if ext in CACHED_SUFFIXES:
                 found = {}
                 for file in file_list:
                     for name, paths in self._pre_scan_one(scanner, file, get_parser).items():
@@ -361,7 +367,7 @@ class ParseCache:
             old = lines.get(path)
             if old is not None and old[0] == ident:
                 continue
-            if path.endswith(PER_FILE_PRESCAN) and "prescan" not in parts:
+            if "prescan" not in parts:
                 continue
             lines[path] = (ident, json.dumps(parts, separators=(",", ":")).encode("utf-8"))
             gained += 1
