@@ -25,6 +25,9 @@ use crate::report::{self, Table};
 use crate::service::{Log, Sandbox, Service};
 use crate::stats::{fmt_count, fmt_duration, Summary};
 
+/// The time budget of every sync (3 h).
+const MAINTENANCE_TIMEOUT_MS: u64 = 3 * 60 * 60 * 1000;
+
 /// What `edit-to-fresh` runs on and how often.
 pub struct EditToFreshOptions {
     pub codebase: Codebase,
@@ -35,6 +38,9 @@ pub struct EditToFreshOptions {
 /// One timed edit.
 struct Sample {
     strategy: &'static str,
+    /// What the sync really ran (`sync_strategy` / `sync_strategy_fallback`
+    /// in the service's log).
+    ran: String,
     file: String,
     settled: Option<Duration>,
     reported: String,
@@ -99,6 +105,7 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
 
     let mut table = Table::new(&[
         "strategy",
+        "ran",
         "edited file",
         "edit → sync settled",
         "parse cache",
@@ -130,6 +137,7 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
         });
         table.row(vec![
             format!("`{}`", s.strategy),
+            s.ran.clone(),
             format!("`{}`", s.file),
             s.settled
                 .map(fmt_duration)
@@ -216,7 +224,8 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
         "Workspace: {described}; `cgc --db kuzudb index .` took {} and found {} files. \
          Load average (1/5/15 min) before indexing: {load_before}; after the last sample: \
          {load_after}. Each service: `CGC_SYNC_STRATEGY=<s>`, `CGC_GLOBAL_ARGS=--db kuzudb`, \
-         `CGC_FRESHNESS_MIN_SYNC_GAP_MS=0`, `CGC_FRESHNESS_MAX_SYNCS_PER_SESSION=100`, the same \
+         `CGC_FRESHNESS_MIN_SYNC_GAP_MS=0`, `CGC_FRESHNESS_MAX_SYNCS_PER_SESSION=100`, \
+         `CGC_MAINTENANCE_TIMEOUT_MS=10800000`, the same \
          `XDG_STATE_HOME` for both (the reconcile records the manifest the incremental service \
          diffs against), other settings default (batchMs = 500 ms). A sample: `tool_call` edit → \
          one file rewritten with one top-level function renamed → `tool_result`; timed from the \
@@ -247,6 +256,8 @@ fn measure(
         var("XDG_STATE_HOME", state_home.display()),
         var("CGC_FRESHNESS_MIN_SYNC_GAP_MS", "0"),
         var("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100"),
+        // A reconcile of 2 000 modules outlasts the default 10 min budget.
+        var("CGC_MAINTENANCE_TIMEOUT_MS", MAINTENANCE_TIMEOUT_MS),
     ];
     let log = sandbox.root().join(format!("serve-{strategy}.log"));
     let mut service = Service::start(&tools.service_bin, sandbox, &env, Log::File(log.clone()))?;
@@ -306,13 +317,18 @@ fn measure(
         // The service is idle now (no child holds the database).
         let new_count = cgc.functions_named(&new)?;
         let old_count = cgc.functions_named(&target.function)?;
-        let timings = if strategy == "incremental" {
+        let ran = strategies_ran(&log);
+        let ran_now = ran.last().cloned().unwrap_or_else(|| "?".into());
+        // Timings belong to this sample only if every sync so far was
+        // incremental (one applied event per sample).
+        let timings = if strategy == "incremental" && ran.iter().all(|r| r == "incremental") {
             driver_timings(&log).get(i).cloned()
         } else {
             None
         };
         samples.push(Sample {
             strategy,
+            ran: ran_now,
             file: target.rel.clone(),
             settled: outcome.is_ok().then_some(settled),
             reported,
@@ -339,6 +355,23 @@ fn driver_timings(log: &Path) -> Vec<Value> {
             let inner = raw.strip_prefix("Some(")?.strip_suffix(')')?;
             serde_json::from_str::<Value>(inner).ok()
         })
+        .collect()
+}
+
+/// The strategy each sync of a service ran, in order.
+fn strategies_ran(log: &Path) -> Vec<String> {
+    let Ok(text) = fs::read_to_string(log) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| {
+            matches!(
+                event_field(event, "event"),
+                Some("sync_strategy" | "sync_strategy_fallback")
+            )
+        })
+        .filter_map(|event| event_field(&event, "strategy").map(str::to_string))
         .collect()
 }
 
