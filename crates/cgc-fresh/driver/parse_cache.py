@@ -59,6 +59,10 @@ CACHED_SUFFIXES = (".py",)
 # Stale entries (files changed or gone) are harmless, but the file is
 # rewritten when they are this share of it, so it does not grow.
 STALE_SHARE = 0.1
+# New entries are written once they are this share of the cache (at least
+# one): rewriting a large cache for the one file an edit changed costs more
+# than parsing that file again at the next sync.
+GAIN_SHARE = 0.01
 
 _CREDENTIAL_WORDS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "USER", "URI", "URL")
 
@@ -346,7 +350,8 @@ class ParseCache:
 
     def save(self):
         """Writes the cache for the files seen this run, when it gained
-        entries or carries too many stale ones; never through a symlink."""
+        enough entries or carries too many stale ones; never through a
+        symlink."""
         t = time.monotonic()
         try:
             self._save()
@@ -371,7 +376,7 @@ class ParseCache:
                 continue
             lines[path] = (ident, json.dumps(parts, separators=(",", ":")).encode("utf-8"))
             gained += 1
-        if not gained and stale <= STALE_SHARE * max(len(lines), 1):
+        if gained < max(1, GAIN_SHARE * len(lines)) and stale <= STALE_SHARE * max(len(lines), 1):
             return
         if len(lines) > MAX_ENTRIES:
             raise ValueError(f"more than {MAX_ENTRIES} files")
