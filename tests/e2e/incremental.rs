@@ -47,20 +47,20 @@ fn parents_of(cli: &GraphCli, class: &str) -> BTreeSet<String> {
     names(&rows, "parent")
 }
 
-fn write(ws: &Path, rel: &str, text: &str) {
+pub(crate) fn write(ws: &Path, rel: &str, text: &str) {
     let path = ws.join(rel);
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, text).unwrap();
 }
 
-fn replace_in(ws: &Path, rel: &str, from: &str, to: &str) {
+pub(crate) fn replace_in(ws: &Path, rel: &str, from: &str, to: &str) {
     let text = fs::read_to_string(ws.join(rel)).unwrap();
     assert!(text.contains(from), "{rel} has no {from:?}");
     fs::write(ws.join(rel), text.replace(from, to)).unwrap();
 }
 
 /// The service, syncing with `incremental` into the graph `cli` names.
-fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service {
+pub(crate) fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service {
     let cgc = cgc.display().to_string();
     let global = cli.global.join(" ");
     let mut env = vec![
@@ -78,7 +78,7 @@ fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service {
 }
 
 /// One agent tool call touching `paths`, its writes, its result.
-fn agent_batch(conn: &mut crate::support::Conn, paths: &[&str], write: impl FnOnce()) {
+pub(crate) fn agent_batch(conn: &mut crate::support::Conn, paths: &[&str], write: impl FnOnce()) {
     conn.send(json!({"type": "tool_call", "session": "s1", "tool": "edit", "paths": paths}));
     write();
     conn.send(json!({"type": "tool_result", "session": "s1", "tool": "edit", "ok": true}));
@@ -86,7 +86,7 @@ fn agent_batch(conn: &mut crate::support::Conn, paths: &[&str], write: impl FnOn
 
 /// Waits for the next `fresh` after a `syncing` state (frames received
 /// from now on only).
-fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
+pub(crate) fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
     // The real CLI's reconcile prints nothing for as long as it runs.
     let quiet = std::time::Duration::from_secs(300);
     conn.recv_until_within("a sync", quiet, |f| {
@@ -101,7 +101,7 @@ fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
 /// The first sync of a service has no manifest to tell what changed since
 /// the graph was built: it reconciles the whole workspace and records one.
 /// A person's `sync` makes that first sync before the edits under test.
-fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) {
+pub(crate) fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) {
     conn.request(json!({"type": "sync"}), 77);
     wait_synced_fresh(conn);
     assert_eq!(strategies_run(service), ["reconcile"], "no manifest yet");
@@ -254,7 +254,7 @@ fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_
 /// Generated modules: each has a helper, a compute calling it and the
 /// previous module's export, an export, and a class deriving from the
 /// previous module's class.
-fn write_modules(ws: &Path, count: usize) {
+pub(crate) fn write_modules(ws: &Path, count: usize) {
     write(ws, "pkg/__init__.py", "");
     for i in 0..count {
         let (import, upstream, base) = match i.checked_sub(1) {
@@ -383,7 +383,7 @@ fn synced_and_from_scratch(
     (synced, scratch.dump())
 }
 
-fn assert_same_graph(synced: &GraphDump, scratch: &GraphDump, what: &str) {
+pub(crate) fn assert_same_graph(synced: &GraphDump, scratch: &GraphDump, what: &str) {
     let diff = |a: &BTreeSet<String>, b: &BTreeSet<String>| {
         a.difference(b).take(10).cloned().collect::<Vec<_>>()
     };

@@ -13,6 +13,7 @@ mod hardening;
 mod incremental;
 mod instance;
 mod lifetimes;
+mod parse_cache;
 mod protocol;
 mod real_cgc;
 mod serve;

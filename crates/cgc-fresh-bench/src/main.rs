@@ -14,7 +14,7 @@
 //! target/release/cgc-fresh-bench all            # intake, idle, startup, shutdown, dedup
 //! target/release/cgc-fresh-bench busy           # needs the real cgc (scripts/install-cgc.sh)
 //! target/release/cgc-fresh-bench strategies     # needs the real cgc; takes minutes
-//! target/release/cgc-fresh-bench edit-to-fresh  # incremental vs reconcile, real cgc
+//! target/release/cgc-fresh-bench edit-to-fresh  # reconcile vs incremental, real cgc (--modules N | --real-code)
 //! target/release/cgc-fresh-bench slow-reader    # clients that never read
 //! target/release/cgc-fresh-bench hook           # one Claude Code hook process
 //! target/release/cgc-fresh-bench connections    # 10 000 held; the descriptor limit
@@ -40,7 +40,9 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 
 use benches::busy::BusyOptions;
+use benches::codebase::Codebase;
 use benches::connections::ConnectionsOptions;
+use benches::edit_to_fresh::EditToFreshOptions;
 use benches::intake::IntakeOptions;
 use benches::slow_reader::SlowReaderOptions;
 use benches::Tools;
@@ -137,6 +139,14 @@ enum Bench {
         /// Generated Python modules.
         #[arg(long, default_value_t = 400)]
         modules: usize,
+        /// Measure on the pinned `pip` source from PyPI instead of
+        /// generated modules.
+        #[arg(long)]
+        real_code: bool,
+        /// Timed one-file edits under `incremental` (the first with no
+        /// parse cache); `reconcile` takes one.
+        #[arg(long, default_value_t = 5)]
+        samples: usize,
     },
     /// Peak memory with a requester and a subscriber that never read (fake cgc).
     SlowReader {
@@ -227,7 +237,21 @@ fn run() -> Result<()> {
             },
         ),
         Bench::Strategies { modules } => benches::strategies::run(&tools, modules),
-        Bench::EditToFresh { modules } => benches::strategies::edit_to_fresh(&tools, modules),
+        Bench::EditToFresh {
+            modules,
+            real_code,
+            samples,
+        } => benches::edit_to_fresh::run(
+            &tools,
+            &EditToFreshOptions {
+                codebase: if real_code {
+                    Codebase::Pip
+                } else {
+                    Codebase::Generated { modules }
+                },
+                samples,
+            },
+        ),
         Bench::All { idle_seconds } => {
             benches::intake::run(
                 &tools,

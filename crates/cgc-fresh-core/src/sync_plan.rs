@@ -73,10 +73,19 @@ pub fn plan_sync(
 }
 
 /// The driver's arguments after the interpreter: the script, CGC's root
-/// options, then `--probe` or `apply -- PATH...`.
-pub fn driver_argv(script: &str, global_args: &[String], paths: Option<&[String]>) -> Vec<String> {
+/// options, `--parse-cache PATH` when parses are kept between syncs, then
+/// `--probe` or `apply -- PATH...`.
+pub fn driver_argv(
+    script: &str,
+    global_args: &[String],
+    parse_cache: Option<&str>,
+    paths: Option<&[String]>,
+) -> Vec<String> {
     let mut argv = vec![script.to_string()];
     argv.extend(global_args.iter().cloned());
+    if let Some(cache) = parse_cache {
+        argv.extend(["--parse-cache".to_string(), cache.to_string()]);
+    }
     match paths {
         None => argv.push("--probe".into()),
         Some(paths) => {
@@ -497,12 +506,27 @@ mod tests {
     fn driver_argv_puts_root_options_before_the_mode() {
         let global = args(&["--db", "kuzudb"]);
         assert_eq!(
-            driver_argv("/s/d.py", &global, None),
+            driver_argv("/s/d.py", &global, None, None),
             args(&["/s/d.py", "--db", "kuzudb", "--probe"])
         );
         assert_eq!(
-            driver_argv("/s/d.py", &global, Some(&paths(&["-odd.py", "a b.py"]))),
-            args(&["/s/d.py", "--db", "kuzudb", "apply", "--", "-odd.py", "a b.py"])
+            driver_argv(
+                "/s/d.py",
+                &global,
+                Some("/s/c.json"),
+                Some(&paths(&["-odd.py", "a b.py"]))
+            ),
+            args(&[
+                "/s/d.py",
+                "--db",
+                "kuzudb",
+                "--parse-cache",
+                "/s/c.json",
+                "apply",
+                "--",
+                "-odd.py",
+                "a b.py"
+            ])
         );
     }
 

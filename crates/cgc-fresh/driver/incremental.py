@@ -9,7 +9,10 @@ Run with the interpreter of the configured `cgc` (the service finds it from
     python incremental.py [ROOT OPTIONS] apply -- REL_PATH...
 
 ROOT OPTIONS are CGC's root options (`--db/--database NAME`,
-`--db-path/--path PATH`), taken as `cgc` takes them. Every REL_PATH is a
+`--db-path/--path PATH`), taken as `cgc` takes them, and `--parse-cache
+PATH`: where CGC's per-file parse results are kept between syncs (see
+`parse_cache.py`, installed next to this file as `incremental-parse-cache.py`;
+without the option, or without that file, every file is parsed). Every REL_PATH is a
 changed path relative to the workspace (added, modified or deleted: the disk
 and the graph say which).
 
@@ -165,7 +168,7 @@ def emit(result):
 
 def parse_argv(argv):
     """CGC's root options, then `--probe` or `apply -- PATH...`."""
-    opts = {"db": None, "db_path": None, "probe": False, "paths": None}
+    opts = {"db": None, "db_path": None, "parse_cache": None, "probe": False, "paths": None}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -181,6 +184,9 @@ def parse_argv(argv):
         elif arg.startswith("--db-path=") or arg.startswith("--path="):
             opts["db_path"] = arg.split("=", 1)[1]
             i += 1
+        elif arg == "--parse-cache" and i + 1 < len(argv):
+            opts["parse_cache"] = argv[i + 1]
+            i += 2
         elif arg == "--probe":
             opts["probe"] = True
             i += 1
@@ -483,6 +489,30 @@ def module_metadata_row(backend):
     return "last_row" if backend in LAST_ROW_WINS_BACKENDS else "first_row"
 
 
+PARSE_CACHE_MODULE = "incremental-parse-cache.py"
+
+
+def open_parse_cache(path, repo_posix):
+    """The parse cache at `path` (None: parse every file). Its code is the
+    module installed next to this file; any failure to load it means no
+    cache, never a failed sync."""
+    if not path:
+        return None
+    try:
+        import importlib.util
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        spec = importlib.util.spec_from_file_location(
+            "cgc_fresh_parse_cache", os.path.join(here, PARSE_CACHE_MODULE)
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.open_cache(path, repo_posix)
+    except Exception as exc:  # noqa: BLE001 - no cache, every file parsed
+        print(f"cgc-fresh: no parse cache: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
 def run_apply(opts, rel_paths, timings):
     from pathlib import Path
 
@@ -528,12 +558,13 @@ def run_apply(opts, rel_paths, timings):
     parsers = offline.parsers
     files, _ = discover_files_to_index(repo, ctx.cgcignore_path, supported_extensions=set(parsers.keys()))
     files = [f for f in files if f.is_file()]
-    imports_map = offline.pre_scan_imports(files)
+    cache = open_parse_cache(opts["parse_cache"], repo_posix)
+    imports_map = cache.pre_scan(offline, files) if cache else offline.pre_scan_imports(files)
     timings["pre_scan_s"] = round(time.monotonic() - t, 3)
     t = time.monotonic()
     parsed = {}
     for f in sorted(files, key=lambda p: str(p)):
-        fd = offline.parse_file(repo, f, False)
+        fd = cache.parse(offline, repo, f) if cache else offline.parse_file(repo, f, False)
         parsed[Path(fd.get("path") or f).resolve().as_posix()] = (f, fd)
     all_ok = sorted((fd for (_f, fd) in parsed.values() if "error" not in fd), key=lambda d: str(d.get("path") or ""))
     timings["parse_s"] = round(time.monotonic() - t, 3)
@@ -607,8 +638,12 @@ def run_apply(opts, rel_paths, timings):
         changed.append((rel, Path(os.path.abspath(p)).as_posix()))
     changed_abs = {a for (_r, a) in changed}
 
+    if cache:
+        cache.save()
+        timings.update(cache.timings())
+
     # ---- 2. Open the database the way the CLI does.
-    t = time.monotonic()
+    t = lock_t0 = time.monotonic()
     db_manager, graph_builder, _finder, _ctx = _initialize_services(None, cwd=repo)
     timings["db_open_s"] = round(time.monotonic() - t, 3)
     try:
@@ -617,10 +652,15 @@ def run_apply(opts, rel_paths, timings):
             module_first, module_defined, imports_map, changed, changed_abs, timings,
         )
     finally:
+        t = time.monotonic()
         try:
             db_manager.close_driver()
         except Exception:  # noqa: BLE001
             pass
+        timings["db_close_s"] = round(time.monotonic() - t, 3)
+        # From opening the database until it is closed: how long the
+        # person's own `cgc` is locked out.
+        timings["db_held_s"] = round(time.monotonic() - lock_t0, 3)
 
 
 def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, targets, csharp_paths,

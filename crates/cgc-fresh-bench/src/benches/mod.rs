@@ -2,8 +2,10 @@
 //! scratch in its own sandbox and prints its own section of the report.
 
 pub mod busy;
+pub mod codebase;
 pub mod connections;
 pub mod dedup;
+pub mod edit_to_fresh;
 pub mod hook;
 pub mod idle;
 pub mod intake;

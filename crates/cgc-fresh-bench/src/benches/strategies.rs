@@ -3,12 +3,12 @@
 //! settled, what the service reported, and whether the graph was right.
 
 use std::fs;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use serde_json::{json, Value};
 
+use super::codebase::write_generated;
 use super::{var, Tools};
 use crate::conn::Conn;
 use crate::real_cgc::RealCgc;
@@ -27,22 +27,11 @@ pub fn run(tools: &Tools, modules: usize) -> Result<()> {
     )
 }
 
-/// `edit-to-fresh`: a one-file edit → `fresh`, `incremental` and
-/// `reconcile` side by side on one indexed workspace.
-pub fn edit_to_fresh(tools: &Tools, modules: usize) -> Result<()> {
-    run_strategies(
-        tools,
-        modules,
-        &["incremental", "reconcile"],
-        "edit-to-fresh: a one-file edit → settled sync, incremental vs reconcile (real CLI)",
-    )
-}
-
 fn run_strategies(tools: &Tools, modules: usize, strategies: &[&str], title: &str) -> Result<()> {
     report::section(title, &tools.command_line);
     let sandbox = Sandbox::new(&tools.scratch)?;
     let cgc = RealCgc::new(&tools.real_cgc, &sandbox)?;
-    write_project(&sandbox.workspace(), modules)?;
+    write_generated(&sandbox.workspace(), modules)?;
     eprintln!("cgc-fresh-bench: strategies: indexing {modules} modules");
     let started = Instant::now();
     cgc.index()?;
@@ -187,31 +176,4 @@ fn yes_no(b: bool) -> &'static str {
     } else {
         "no"
     }
-}
-
-/// `modules` Python modules in `pkg/`, each with a helper, a compute that
-/// calls it and the previous module's export, an export, and a class.
-fn write_project(ws: &Path, modules: usize) -> Result<()> {
-    let pkg = ws.join("pkg");
-    fs::create_dir_all(&pkg)?;
-    fs::write(pkg.join("__init__.py"), "")?;
-    for i in 0..modules {
-        let (import, upstream) = match i.checked_sub(1) {
-            Some(p) => (
-                format!("from pkg.mod_{p:03} import m{p:03}_export\n\n\n"),
-                format!("m{p:03}_export(x)"),
-            ),
-            None => (String::new(), "0".to_string()),
-        };
-        let source = format!(
-            "\"\"\"Generated module {i}.\"\"\"\n{import}\
-             def m{i:03}_helper(x):\n    return x * {i} + 1\n\n\n\
-             def m{i:03}_compute(x):\n    return m{i:03}_helper(x) + {upstream}\n\n\n\
-             def m{i:03}_export(x):\n    return m{i:03}_compute(x) - 1\n\n\n\
-             class Widget{i:03}:\n    def run(self, x):\n        return m{i:03}_export(x)\n"
-        );
-        let file = pkg.join(format!("mod_{i:03}.py"));
-        fs::write(&file, source).with_context(|| format!("writing {}", file.display()))?;
-    }
-    Ok(())
 }

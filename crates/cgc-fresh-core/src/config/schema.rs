@@ -229,6 +229,9 @@ settings! {
         ///                failed API check, or a change the driver cannot apply runs
         ///                "reconcile" instead, and the status says so; after an
         ///                incremental sync that did not finish, the next one reconciles.
+        ///                Parses of unchanged Python files are kept between syncs in
+        ///                the workspace's state directory
+        ///                (`incremental-parse-cache.json`).
         ///   "reconcile"  `cgc watch --sync-on-start .`, stopped once it reports that it
         ///                is watching: applies edits, additions and deletions without
         ///                dropping the graph. It gets one SIGINT and then finishes on

@@ -56,6 +56,13 @@ pub struct RunSync {
 pub const INCREMENTAL_DRIVER: &str = include_str!("../../driver/incremental.py");
 /// Its file name in the state directory.
 pub const DRIVER_FILE: &str = "incremental-driver.py";
+/// The driver's parse cache module, shipped inside the binary and written
+/// next to the driver, which loads it by this name.
+pub const PARSE_CACHE_MODULE: &str = include_str!("../../driver/parse_cache.py");
+pub const PARSE_CACHE_MODULE_FILE: &str = "incremental-parse-cache.py";
+/// The parse cache itself (CGC's per-file parse results between syncs),
+/// in the same private state directory; the driver writes it.
+pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
 /// Overrides the interpreter the driver runs with (otherwise `cgc`'s own,
 /// read from its `#!` line).
 pub const DRIVER_PYTHON_ENV: &str = "CGC_FRESH_DRIVER_PYTHON";
@@ -409,13 +416,15 @@ impl SyncRunner {
         };
         crate::paths::ensure_private_dir(self.driver_path.parent().unwrap_or(Path::new(".")))
             .map_err(|error| format!("state directory: {error}"))?;
-        crate::atomic_file::write_atomically(&self.driver_path, INCREMENTAL_DRIVER.as_bytes())
-            .map_err(|error| {
-                format!(
-                    "cannot write the driver to {}: {error}",
-                    self.driver_path.display()
-                )
+        let module_path = self.driver_path.with_file_name(PARSE_CACHE_MODULE_FILE);
+        for (path, text) in [
+            (&self.driver_path, INCREMENTAL_DRIVER),
+            (&module_path, PARSE_CACHE_MODULE),
+        ] {
+            crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
+                format!("cannot write the driver to {}: {error}", path.display())
             })?;
+        }
         args.push(self.driver_path.display().to_string());
         Ok((PathBuf::from(program), args))
     }
@@ -434,7 +443,12 @@ impl SyncRunner {
             }
         };
         let Some(script) = argv.pop() else { return };
-        argv.extend(driver_argv(&script, &self.settings.cgc.global_args, None));
+        argv.extend(driver_argv(
+            &script,
+            &self.settings.cgc.global_args,
+            None,
+            None,
+        ));
         if let Some(run) = self.run.as_mut() {
             run.phase = Phase::Probing {
                 child: None,
@@ -462,9 +476,11 @@ impl SyncRunner {
         let Some(run) = self.run.as_mut() else { return };
         let flight = run.flight;
         let Some(script) = argv.pop() else { return };
+        let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
         argv.extend(driver_argv(
             &script,
             &self.settings.cgc.global_args,
+            Some(&cache.display().to_string()),
             Some(&paths),
         ));
         run.phase = Phase::Syncing { child: None };

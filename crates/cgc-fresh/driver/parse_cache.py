@@ -1,0 +1,441 @@
+"""cgc-fresh parse cache: CodeGraphContext's per-file parse results (and
+per-file import pre-scan results) kept between incremental syncs, so that a
+sync re-parses only the files that changed since the last one.
+
+Loaded by the incremental driver from the file next to it (the service
+writes it there as `incremental-parse-cache.py`); the cache itself is one
+file in the workspace's private state directory, named by the driver's
+`--parse-cache PATH`.
+
+An entry is used only when the file's identity — path, size, mtime (ns),
+ctime (ns), inode, device — is what it was when the entry was made, and the
+whole cache only when it was made by the same CodeGraphContext, tree-sitter
+and Python versions, this format, for the same repository, under the same
+parse-relevant settings. On any doubt (unreadable, not a regular file of
+ours, too large, a checksum or a line that does not match) the cache is
+ignored and every file parsed, exactly as without it.
+
+A file changed within `RACY_NS` of the sync is parsed but not stored: file
+times come from a coarse clock, so a second write in the same tick with the
+same size would leave the identity unchanged ("racy" entries, as git calls
+them). Its ctime cannot be set from user space, so a tool that restores an
+mtime still changes the identity.
+
+File format (UTF-8 lines):
+
+    {"format": 1, "key": {...}, "count": N, "sha256": "<of the body>"}
+    [path, size, mtime_ns, ctime_ns, ino, dev]<TAB>{"parse": ..., "prescan": ...}
+    ...
+
+JSON never writes a raw tab or newline inside a value, so each line splits
+at its first tab; payloads are decoded only when used. Tuples (CGC's parse
+results hold some, and its resolution compares them) are stored as
+`{"\\u0000tuple": [...]}`; a value JSON cannot carry exactly is not stored.
+"""
+
+import hashlib
+import json
+import math
+import os
+import secrets
+import sys
+import time
+
+FORMAT = 1
+# Bounds: a larger cache is not written, and not read.
+MAX_CACHE_BYTES = 256 * 1024 * 1024
+MAX_ENTRIES = 200_000
+# Entries of files changed this recently (ns) are not stored.
+RACY_NS = 2_000_000_000
+TUPLE_TAG = "\u0000tuple"
+# Extensions whose parse reads nothing but the file itself and whose
+# pre-scan is a plain accumulation over files (read in CodeGraphContext
+# 0.6.13's `tools/languages/python.py`: `parse` and `pre_scan_python`), so a
+# per-file result can be cached and the pre-scans merged. Other languages are
+# parsed and pre-scanned every time: some of their parsers read other files
+# (Lua's module search, Solidity's remappings, Gradle's settings), and the
+# rest were not checked.
+CACHED_SUFFIXES = (".py",)
+# Stale entries (files changed or gone) are harmless, but the file is
+# rewritten when they are this share of it, so it does not grow.
+STALE_SHARE = 0.1
+# New entries are written once they are this share of the cache (at least
+# one): rewriting a large cache for the one file an edit changed costs more
+# than parsing that file again at the next sync.
+GAIN_SHARE = 0.01
+
+_CREDENTIAL_WORDS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "USER", "URI", "URL")
+
+
+class Uncacheable(Exception):
+    """A value JSON cannot carry exactly."""
+
+
+def _encode(value):
+    kind = type(value)
+    if value is None or kind in (str, bool, int):
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise Uncacheable("non-finite float")
+        return value
+    if kind is tuple:
+        return {TUPLE_TAG: [_encode(v) for v in value]}
+    if kind is list:
+        return [_encode(v) for v in value]
+    if kind is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str or k == TUPLE_TAG:
+                raise Uncacheable("a key JSON cannot carry")
+            out[k] = _encode(v)
+        return out
+    raise Uncacheable(f"a {kind.__name__}")
+
+
+def _detuple(obj):
+    if len(obj) == 1 and TUPLE_TAG in obj:
+        items = obj[TUPLE_TAG]
+        if type(items) is not list:
+            raise ValueError("a malformed tuple")
+        return tuple(items)
+    return obj
+
+
+def _identity(st):
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def cache_key(repo_posix):
+    """What must be equal for any entry to be trusted."""
+    from importlib import metadata
+
+    versions = {}
+    try:
+        for dist in metadata.distributions():
+            name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
+            if name == "codegraphcontext" or name.startswith("tree-sitter"):
+                versions[name] = dist.version
+    except Exception:  # noqa: BLE001 - no versions, no cache
+        return None
+    if "codegraphcontext" not in versions:
+        return None
+    try:
+        from codegraphcontext.cli import config_manager
+
+        config = config_manager.load_config()
+        defaults = getattr(config_manager, "DEFAULT_CONFIG", {})
+        credentials = set(getattr(config_manager, "DATABASE_CREDENTIAL_KEYS", ()))
+        settings = sorted(
+            (k, str(v))
+            for k, v in config.items()
+            if k in defaults and k not in credentials and not any(w in k.upper() for w in _CREDENTIAL_WORDS)
+        )
+    except Exception:  # noqa: BLE001 - settings unknown, no cache
+        return None
+    # As JSON gives it back (lists, not tuples), so that it compares equal.
+    return _as_json({
+        "format": FORMAT,
+        "python": sys.version,
+        "versions": sorted(versions.items()),
+        "repo": repo_posix,
+        "settings": hashlib.sha256(json.dumps(settings).encode("utf-8")).hexdigest(),
+    })
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value))
+
+
+class ParseCache:
+    """One sync's view of the cache: what was loaded, what this run adds."""
+
+    def __init__(self, path, key):
+        self.path = path
+        self.key = key
+        self.started_ns = time.time_ns()
+        # path -> (identity, raw payload line or None, decoded payload or None)
+        self.loaded = {}
+        # path -> (identity, {"parse": encoded, "prescan": encoded}) made this run
+        self.made = {}
+        # path -> identity at this run's parse
+        self.current = {}
+        self.hits = 0
+        self.misses = 0
+        self.state = "cold"
+        self.load_s = 0.0
+        self.save_s = 0.0
+        self.saved = False
+
+    # ---------------------------------------------------------- reading
+
+    def load(self):
+        t = time.monotonic()
+        try:
+            self.loaded = self._read()
+            self.state = "warm"
+        except FileNotFoundError:
+            self.state = "cold"
+        except Exception as exc:  # noqa: BLE001 - any doubt: ignored
+            self.loaded = {}
+            self.state = "ignored"
+            print(f"cgc-fresh: parse cache ignored: {exc}", file=sys.stderr)
+        self.load_s = time.monotonic() - t
+
+    def _read(self):
+        flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(self.path, flags)
+        try:
+            st = os.fstat(fd)
+            import stat as stat_mod
+
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise ValueError("not a regular file")
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                raise ValueError("not a private file of this user")
+            if st.st_size > MAX_CACHE_BYTES:
+                raise ValueError(f"larger than {MAX_CACHE_BYTES} bytes")
+            chunks = []
+            left = st.st_size + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            data = b"".join(chunks)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_CACHE_BYTES:
+            raise ValueError("grew while read")
+        head, sep, body = data.partition(b"\n")
+        header = json.loads(head)
+        if type(header) is not dict or header.get("format") != FORMAT:
+            raise ValueError("another format")
+        if header.get("key") != self.key:
+            raise ValueError("made by other versions, settings or repository")
+        if header.get("sha256") != hashlib.sha256(body).hexdigest():
+            raise ValueError("checksum mismatch")
+        lines = body.split(b"\n") if body else []
+        if header.get("count") != len(lines) or len(lines) > MAX_ENTRIES:
+            raise ValueError("entry count mismatch")
+        entries = {}
+        for line in lines:
+            ident_raw, tab, payload = line.partition(b"\t")
+            ident = json.loads(ident_raw)
+            if (
+                not tab
+                or type(ident) is not list
+                or len(ident) != 6
+                or type(ident[0]) is not str
+                or not all(type(n) is int for n in ident[1:])
+            ):
+                raise ValueError("a malformed entry")
+            entries[ident[0]] = (tuple(ident[1:]), payload, None)
+        return entries
+
+    def _payload(self, path, ident):
+        """The loaded payload for `path` if its identity still holds."""
+        entry = self.loaded.get(path)
+        if entry is None or entry[0] != ident:
+            return None
+        if entry[2] is None:
+            try:
+                decoded = json.loads(entry[1], object_hook=_detuple)
+            except Exception:  # noqa: BLE001 - an entry in doubt is a miss
+                self.loaded.pop(path, None)
+                return None
+            if type(decoded) is not dict:
+                self.loaded.pop(path, None)
+                return None
+            entry = (entry[0], entry[1], decoded)
+            self.loaded[path] = entry
+        return entry[2]
+
+    # ---------------------------------------------------------- using
+
+    def _stat(self, path):
+        try:
+            return _identity(os.stat(path))
+        except OSError:
+            return None
+
+    def _storable(self, ident):
+        return ident is not None and max(ident[1], ident[2]) < self.started_ns - RACY_NS
+
+    def _remember(self, key, ident, part, value):
+        if not self._storable(ident):
+            return
+        try:
+            encoded = _encode(value)
+        except Uncacheable:
+            return
+        made = self.made.get(key)
+        if made is None or made[0] != ident:
+            made = (ident, {})
+            self.made[key] = made
+        made[1][part] = encoded
+
+    def parse(self, builder, repo, path):
+        """`builder.parse_file(repo, path, False)`, from the cache when the
+        file is unchanged."""
+        if path.suffix not in CACHED_SUFFIXES:
+            self.misses += 1
+            return builder.parse_file(repo, path, False)
+        key = str(path)
+        ident = self._stat(path)
+        self.current[key] = ident
+        payload = self._payload(key, ident) if ident is not None else None
+        if payload is not None and "parse" in payload:
+            self.hits += 1
+            return payload["parse"]
+        self.misses += 1
+        result = builder.parse_file(repo, path, False)
+        if "error" not in result and self._stat(path) == ident:
+            self._remember(key, ident, "parse", result)
+        return result
+
+    def pre_scan(self, builder, files):
+        """`builder.pre_scan_imports(files)`: CGC's `pre_scan_for_imports`,
+        with the per-file scan of `CACHED_SUFFIXES` cached and
+        merged in the order CGC merges them."""
+        try:
+            from codegraphcontext.tools.indexing import pre_scan as ps
+
+            registry = ps._get_registry()
+        except Exception:  # noqa: BLE001 - CGC without that shape: uncached
+            return builder.pre_scan_imports(files)
+        parsers_keys = builder.parsers
+        get_parser = builder.get_parser
+        imports_map = {}
+        files_by_ext = {}
+        for file in files:
+            ext = file.suffix
+            if file.name.endswith(".d.ts"):
+                ext = ".d.ts"
+            if ext in parsers_keys:
+                files_by_ext.setdefault(ext, []).append(file)
+        for ext, file_list in files_by_ext.items():
+            scanner = registry.get(ext)
+            if not scanner:
+                continue
+            if ext in CACHED_SUFFIXES:
+                found = {}
+                for file in file_list:
+                    for name, paths in self._pre_scan_one(scanner, file, get_parser).items():
+                        found.setdefault(name, []).extend(paths)
+            else:
+                found = scanner(file_list, get_parser)
+            for name, paths in found.items():
+                if not paths:
+                    imports_map.setdefault(name, [])
+                    continue
+                bucket = imports_map.setdefault(name, [])
+                seen = set(bucket)
+                bucket.extend(p for p in paths if not (p in seen or seen.add(p)))
+        return imports_map
+
+    def _pre_scan_one(self, scanner, file, get_parser):
+        key = str(file)
+        ident = self._stat(file)
+        payload = self._payload(key, ident) if ident is not None else None
+        if payload is not None and type(payload.get("prescan")) is dict:
+            return payload["prescan"]
+        found = scanner([file], get_parser)
+        if self._stat(file) == ident:
+            self._remember(key, ident, "prescan", found)
+        return found
+
+    # ---------------------------------------------------------- writing
+
+    def save(self):
+        """Writes the cache for the files seen this run, when it gained
+        enough entries or carries too many stale ones; never through a
+        symlink."""
+        t = time.monotonic()
+        try:
+            self._save()
+        except Exception as exc:  # noqa: BLE001 - a cache not written is a cold start
+            print(f"cgc-fresh: parse cache not written: {exc}", file=sys.stderr)
+        self.save_s = time.monotonic() - t
+
+    def _save(self):
+        lines = {}
+        for path, (ident, raw, _decoded) in self.loaded.items():
+            if self.current.get(path) == ident:
+                lines[path] = (ident, raw)
+        stale = len(self.loaded) - len(lines)
+        gained = 0
+        for path, (ident, parts) in self.made.items():
+            if "parse" not in parts or self.current.get(path) != ident:
+                continue
+            old = lines.get(path)
+            if old is not None and old[0] == ident:
+                continue
+            if "prescan" not in parts:
+                continue
+            lines[path] = (ident, json.dumps(parts, separators=(",", ":")).encode("utf-8"))
+            gained += 1
+        if gained < max(1, GAIN_SHARE * len(lines)) and stale <= STALE_SHARE * max(len(lines), 1):
+            return
+        if len(lines) > MAX_ENTRIES:
+            raise ValueError(f"more than {MAX_ENTRIES} files")
+        body = b"\n".join(
+            json.dumps([path, *ident], separators=(",", ":")).encode("utf-8") + b"\t" + raw
+            for path, (ident, raw) in sorted(lines.items())
+        )
+        header = {
+            "format": FORMAT,
+            "key": self.key,
+            "count": len(lines),
+            "sha256": hashlib.sha256(body).hexdigest(),
+        }
+        data = json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n" + body
+        if len(data) > MAX_CACHE_BYTES:
+            raise ValueError(f"larger than {MAX_CACHE_BYTES} bytes")
+        directory = os.path.dirname(os.path.abspath(self.path))
+        tmp = os.path.join(
+            directory, f".{os.path.basename(self.path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        )
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(tmp, flags, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            # No fsync: a cache lost or torn by a crash fails its checksum
+            # and is ignored; the sync does not wait for the disk.
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
+        try:
+            # rename(2) replaces a symlink at the target, never follows it.
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        self.saved = True
+
+    def timings(self):
+        return {
+            "parse_cache_hits": self.hits,
+            "parse_cache_misses": self.misses,
+            "parse_cache_load_s": round(self.load_s, 3),
+            "parse_cache_save_s": round(self.save_s, 3),
+            "parse_cache_warm": 1 if self.state == "warm" else 0,
+            "parse_cache_ignored": 1 if self.state == "ignored" else 0,
+        }
+
+
+def open_cache(path, repo_posix):
+    """The cache at `path` for this repository, loaded; None when no key
+    can be made (then nothing is cached)."""
+    key = cache_key(repo_posix)
+    if key is None:
+        return None
+    cache = ParseCache(path, key)
+    cache.load()
+    return cache
