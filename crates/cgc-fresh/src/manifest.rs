@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -279,8 +280,11 @@ pub struct IndexRules {
     /// Paths decided already: an agent edits the same files again and
     /// again, and matching every pattern against every parent costs more
     /// than the rest of a tool call's intake. Bounded by
-    /// [`MAX_DECIDED_PATHS`] (emptied when full).
-    decided: HashMap<PathBuf, bool>,
+    /// [`MAX_DECIDED_PATHS`] (emptied when full). Keyed by the path's
+    /// bytes: hashing a `Path` splits it into components on every lookup,
+    /// which cost more than the rest of the lookup; two spellings of one
+    /// path (`a//b`, `a/b`) are merely two entries with the same answer.
+    decided: HashMap<Vec<u8>, bool>,
 }
 
 /// The most path decisions an [`IndexRules`] keeps.
@@ -297,14 +301,15 @@ impl IndexRules {
 
     /// [`IndexRules::decide`], remembered.
     pub fn indexes(&mut self, relative: &Path) -> bool {
-        if let Some(indexed) = self.decided.get(relative) {
+        let key = relative.as_os_str().as_bytes();
+        if let Some(indexed) = self.decided.get(key) {
             return *indexed;
         }
         let indexed = self.decide(relative);
         if self.decided.len() >= MAX_DECIDED_PATHS {
             self.decided.clear();
         }
-        self.decided.insert(relative.to_path_buf(), indexed);
+        self.decided.insert(key.to_vec(), indexed);
         indexed
     }
 

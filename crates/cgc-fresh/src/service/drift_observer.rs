@@ -57,6 +57,14 @@ use crate::supervisor::{LiveChildren, RootSupervisor, StopSession};
 /// The actor's name in every log line.
 const COMPONENT: &str = "drift_observer";
 
+/// The most messages one batch to the scheduler or the notices holds; a
+/// fuller one is sent at once. A flood of edits fills a batch per edit
+/// with a few messages; left to grow for a whole turn, the batches were
+/// reallocated again and again into blocks large enough that the
+/// allocator's slow path cost more than handling the messages did
+/// (`docs/BENCHMARKS.md`, intake instruction counts).
+const MAIL_BATCH: usize = 8;
+
 pub struct DriftObserverActor {
     workspace: PathBuf,
     config: Arc<LoadedConfig>,
@@ -338,9 +346,13 @@ impl DriftObserverActor {
     /// scheduler and the notices to their actors, and carries out its
     /// decisions for the shell.
     fn deliver(&mut self, message: ToObserver, ctx: &mut Context<Self>) {
-        let mut queue = vec![message];
+        // The input first, then what it made the machine tell the observer
+        // (last first); `next` spares a frame's intake an allocation for the
+        // usual case of no follow-up.
+        let mut next = Some(message);
+        let mut queue = Vec::new();
         loop {
-            while let Some(message) = queue.pop() {
+            while let Some(message) = next.take().or_else(|| queue.pop()) {
                 tracing::debug!(component = COMPONENT, event = "freshness_input", input = ?message);
                 // A start may add a carrier to its name's lifetime; the
                 // notices actor drops closed connections and ended
@@ -369,6 +381,10 @@ impl DriftObserverActor {
                         CoreEnvelope::Notices(message) => self.notices_mail.push(message),
                         CoreEnvelope::Observer(message) => queue.push(message),
                     }
+                }
+                if self.scheduler_mail.len() >= MAIL_BATCH || self.notices_mail.len() >= MAIL_BATCH
+                {
+                    self.send_mail();
                 }
             }
             for (flight, taken_at) in std::mem::take(&mut self.snapshots_to_take) {
@@ -400,14 +416,21 @@ impl DriftObserverActor {
     /// flush, one message each.
     fn flush_mail(&mut self) {
         self.mail_flush_scheduled = false;
+        self.send_mail();
+    }
+
+    /// Sends both batches, the scheduler's first, as a flush does (a flush
+    /// still scheduled sends whatever follows). Each new batch is made
+    /// room for [`MAIL_BATCH`] messages at once.
+    fn send_mail(&mut self) {
         if !self.scheduler_mail.is_empty() {
-            let mail = std::mem::take(&mut self.scheduler_mail);
+            let mail = std::mem::replace(&mut self.scheduler_mail, Vec::with_capacity(MAIL_BATCH));
             if let Some(scheduler) = &self.scheduler {
                 scheduler.do_send(SchedulerMail(mail));
             }
         }
         if !self.notices_mail.is_empty() {
-            let mail = std::mem::take(&mut self.notices_mail);
+            let mail = std::mem::replace(&mut self.notices_mail, Vec::with_capacity(MAIL_BATCH));
             if let Some(notices) = &self.notices {
                 notices.do_send(NoticesMail(mail));
             }

@@ -195,8 +195,9 @@ pub struct ObserverMail(pub cgc_fresh_core::freshness::ToObserver);
 
 /// Messages of the core's `SyncScheduler` sub-machine, in the order they
 /// were sent, for the `SyncSchedulerActor` (from the `DriftObserverActor`,
-/// which sends what one turn of its event loop produced at once: a flood
-/// of edits costs one mailbox message per turn, not several per edit).
+/// which sends what one turn of its event loop produced at once, or
+/// sooner in batches of a few messages: a flood of edits costs one mailbox
+/// message per few edits, not several per edit).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct SchedulerMail(pub Vec<cgc_fresh_core::freshness::ToScheduler>);
