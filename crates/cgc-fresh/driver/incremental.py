@@ -293,9 +293,66 @@ def generic_signature(rel, src_path, src_name, dst_name, dst_path, extra=None):
     return (rel, src_name, None, dst_name, dst_path, extra, None, None, None, None, None), src_path
 
 
-def row_signatures(links):
-    """{source path: set of signatures} for all link rows of the tree."""
+# The parsed-file lists CGC's writer turns into named nodes carrying the
+# file's path (`GraphWriter.add_file_to_graph`'s item mappings, 0.6.x).
+NODE_ITEM_KEYS = (
+    "functions", "classes", "traits", "variables", "interfaces", "macros", "structs", "enums", "unions",
+    "records", "properties", "mixins", "extensions", "modules", "objects", "enum_members",
+)
+
+
+def tree_node_keys(parsed_files):
+    """(name, path) of every node the tree's parsed files give a name and a
+    path, under any label, File nodes included. CGC's writer creates a link
+    edge only by MATCHing both endpoints on name and path, so a row whose
+    endpoint is not in this set is never stored. The set errs towards
+    "exists" (it ignores labels, lines and contexts): a row kept here that
+    the writer drops only costs a needless re-link, never a missed one."""
+    from pathlib import PurePosixPath
+
+    keys = set()
+    for fd in parsed_files:
+        raw_path = fd.get("path")
+        if not raw_path:
+            continue
+        paths = {str(raw_path), _posix(raw_path)}
+        for path in paths:
+            keys.add((PurePosixPath(path).name, path))
+        for key in NODE_ITEM_KEYS:
+            items = fd.get(key)
+            if not isinstance(items, list):
+                continue
+            for item in items:
+                if isinstance(item, dict) and isinstance(item.get("name"), str):
+                    for path in paths:
+                        keys.add((item["name"], path))
+    return keys
+
+
+def _posix(path):
+    from pathlib import Path
+
+    try:
+        return Path(path).resolve().as_posix()
+    except (OSError, RuntimeError, ValueError):
+        return str(path)
+
+
+# Call groups (in `build_function_call_groups` order) whose target label is
+# a node the parsed files name: Function, Class, Interface, Object. The
+# Parameter and File targets (groups 8, 9) are always compared.
+CALL_GROUPS_WITH_NAMED_TARGET = range(0, 8)
+
+
+def row_signatures(links, node_keys=None):
+    """{source path: set of signatures} for all link rows of the tree.
+    With `node_keys` (see `tree_node_keys`), CALLS, HEURISTIC_CALLS,
+    METACLASS and DECORATED_BY rows whose endpoint does not exist are left
+    out, as CGC's writer leaves them out of the graph."""
     out = {}
+
+    def exists(name, path):
+        return node_keys is None or (name, path) in node_keys
 
     def add(sig_and_src):
         sig, src = sig_and_src
@@ -310,6 +367,11 @@ def row_signatures(links):
                 continue
             if row.get("called_line_number") is False or row.get("called_context") is False:
                 continue
+            if index in CALL_GROUPS_WITH_NAMED_TARGET:
+                if not exists(row.get("called_name"), row.get("called_file_path")):
+                    continue
+                if not caller_is_file and not exists(row.get("caller_name"), row.get("caller_file_path")):
+                    continue
             add(call_signature(row, caller_is_file, None))
     for row in links["inheritance"]:
         parent_path = row.get("resolved_parent_file_path")
@@ -324,6 +386,10 @@ def row_signatures(links):
             add(generic_signature(rel, row.get("path"), row.get("child_name"), row.get("parent_name"),
                                   row.get("resolved_parent_file_path"), row.get("confidence_label", "INFERRED")))
     for row in links["metaclass"]:
+        if not exists(row.get("parent_name"), row.get("resolved_parent_file_path")):
+            continue
+        if not exists(row.get("child_name"), row.get("path")):
+            continue
         add(generic_signature("METACLASS", row.get("path"), row.get("child_name"), row.get("parent_name"),
                               row.get("resolved_parent_file_path"),
                               (row.get("line_number", 0), row.get("confidence_label", "EXTRACTED"))))
@@ -335,6 +401,10 @@ def row_signatures(links):
         add(generic_signature("PART_OF", child, os.path.basename(child or ""), os.path.basename(parent or ""),
                               parent))
     for row in links["decorated_by"]:
+        if not exists(row.get("decorator_name"), row.get("decorator_path")):
+            continue
+        if not exists(row.get("decorated_name"), row.get("decorated_path")):
+            continue
         add(generic_signature("DECORATED_BY", row.get("decorated_path"), row.get("decorated_name"),
                               row.get("decorator_name"), row.get("decorator_path"),
                               row.get("line_number", row.get("decorated_line"))))
@@ -587,7 +657,7 @@ def run_apply(opts, rel_paths, timings):
         "previews": inh.build_previews_links(all_ok, imports_map),
     }
     links["calls"] = tuple(build_function_call_groups(all_ok, imports_map, None, diagnostics=[]))
-    expected = row_signatures(links)
+    expected = row_signatures(links, tree_node_keys(fd for (_f, fd) in parsed.values()))
     targets = row_targets(links)
     csharp_paths = {Path(fd["path"]).resolve().as_posix() for fd in csharp_files}
     timings["resolve_s"] = round(time.monotonic() - t, 3)
