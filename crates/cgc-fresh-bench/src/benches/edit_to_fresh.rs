@@ -18,6 +18,7 @@ use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, EditTarget};
+use super::strategies::{await_settled_sync, yes_no};
 use super::{var, Tools};
 use crate::conn::Conn;
 use crate::real_cgc::RealCgc;
@@ -281,39 +282,8 @@ fn measure(
         fs::write(&path, renamed)?;
         harness
             .send(&json!({"type": "tool_result", "session": "s1", "tool": "edit", "ok": true}))?;
-        let mut notices: Vec<String> = Vec::new();
-        let mut note = |f: &Value| {
-            if f["type"] == "notice" {
-                notices.push(f["condition"].as_str().unwrap_or("?").to_string());
-            }
-        };
-        let outcome = harness
-            .recv_until_seen(
-                Duration::from_secs(60),
-                |f| f["type"] == "state" && f["syncing"] == true,
-                &mut note,
-            )
-            .and_then(|_| {
-                harness.recv_until_seen(
-                    Duration::from_secs(60 * 60),
-                    |f| f["type"] == "state" && f["syncing"] == false,
-                    &mut note,
-                )
-            });
+        let (outcome, reported) = await_settled_sync(&mut harness, Duration::from_secs(60 * 60));
         let settled = started.elapsed();
-        let reported = match &outcome {
-            Ok(state) => {
-                let mut said = format!("`{}`", state["status"].as_str().unwrap_or("?"));
-                if let Some(error) = state["last_error"].as_str() {
-                    said.push_str(&format!(", last error: {error}"));
-                }
-                if !notices.is_empty() {
-                    said.push_str(&format!("; notices: {}", notices.join(", ")));
-                }
-                said
-            }
-            Err(error) => format!("no settled sync: {error}"),
-        };
         // The service is idle now (no child holds the database).
         let new_count = cgc.functions_named(&new)?;
         let old_count = cgc.functions_named(&target.function)?;
@@ -393,14 +363,6 @@ fn load_average() -> String {
                 .join(" / ")
         })
         .unwrap_or_else(|| "unknown".into())
-}
-
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
 }
 
 #[cfg(test)]

@@ -119,40 +119,9 @@ fn measure_strategy(
     fs::write(&path, text)?;
     harness.send(&json!({"type": "tool_result", "session": "s1", "tool": "edit", "ok": true}))?;
 
-    let mut notices: Vec<String> = Vec::new();
-    let mut note = |f: &Value| {
-        if f["type"] == "notice" {
-            notices.push(f["condition"].as_str().unwrap_or("?").to_string());
-        }
-    };
-    let outcome = harness
-        .recv_until_seen(
-            Duration::from_secs(60),
-            |f| f["type"] == "state" && f["syncing"] == true,
-            &mut note,
-        )
-        .and_then(|_| {
-            harness.recv_until_seen(
-                Duration::from_secs(20 * 60),
-                |f| f["type"] == "state" && f["syncing"] == false,
-                &mut note,
-            )
-        });
+    let (outcome, reported) = await_settled_sync(&mut harness, Duration::from_secs(20 * 60));
     let settled_after = started.elapsed();
     service.stop(Duration::from_secs(30))?;
-    let reported = match &outcome {
-        Ok(state) => {
-            let mut said = format!("`{}`", state["status"].as_str().unwrap_or("?"));
-            if let Some(error) = state["last_error"].as_str() {
-                said.push_str(&format!(", last error: {error}"));
-            }
-            if !notices.is_empty() {
-                said.push_str(&format!("; notices: {}", notices.join(", ")));
-            }
-            said
-        }
-        Err(error) => format!("no settled sync: {error}"),
-    };
     let new_count = cgc.functions_named(&new)?;
     let old_count = cgc.functions_named(&old)?;
     let right = new_count == 1 && old_count == 0;
@@ -170,7 +139,49 @@ fn measure_strategy(
     ])
 }
 
-fn yes_no(b: bool) -> &'static str {
+/// Waits for the sync an edit started (within a minute) to settle (within
+/// `settle_within`), and says what the service reported: the status, its
+/// last error and the notices that came meanwhile.
+pub(super) fn await_settled_sync(
+    harness: &mut Conn,
+    settle_within: Duration,
+) -> (Result<Value>, String) {
+    let mut notices: Vec<String> = Vec::new();
+    let mut note = |f: &Value| {
+        if f["type"] == "notice" {
+            notices.push(f["condition"].as_str().unwrap_or("?").to_string());
+        }
+    };
+    let outcome = harness
+        .recv_until_seen(
+            Duration::from_secs(60),
+            |f| f["type"] == "state" && f["syncing"] == true,
+            &mut note,
+        )
+        .and_then(|_| {
+            harness.recv_until_seen(
+                settle_within,
+                |f| f["type"] == "state" && f["syncing"] == false,
+                &mut note,
+            )
+        });
+    let reported = match &outcome {
+        Ok(state) => {
+            let mut said = format!("`{}`", state["status"].as_str().unwrap_or("?"));
+            if let Some(error) = state["last_error"].as_str() {
+                said.push_str(&format!(", last error: {error}"));
+            }
+            if !notices.is_empty() {
+                said.push_str(&format!("; notices: {}", notices.join(", ")));
+            }
+            said
+        }
+        Err(error) => format!("no settled sync: {error}"),
+    };
+    (outcome, reported)
+}
+
+pub(super) fn yes_no(b: bool) -> &'static str {
     if b {
         "yes"
     } else {
