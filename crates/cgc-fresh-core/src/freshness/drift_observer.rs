@@ -418,32 +418,9 @@ impl DriftObserver {
             } => self.session_started(now, session, &instance, connection, owner, out),
             Input::OwnerExited { pid } => {
                 let owned = self.sessions.owned_by(pid);
-                if owned.is_empty() {
-                    return false;
-                }
-                self.catch_up(now);
-                for name in owned {
-                    if let Some(lifetime) = self.sessions.end(&name) {
-                        self.close_lifetime(SessionKey { name, lifetime }, false, out);
-                    }
-                }
-                true
+                self.end_sessions(now, owned, out)
             }
-            Input::SessionEnded { session } => {
-                let Some(lifetime) = self.sessions.end(&session) else {
-                    return false;
-                };
-                self.catch_up(now);
-                self.close_lifetime(
-                    SessionKey {
-                        name: session,
-                        lifetime,
-                    },
-                    false,
-                    out,
-                );
-                true
-            }
+            Input::SessionEnded { session } => self.end_sessions(now, [session], out),
             Input::ConnectionClosed { connection } => {
                 let detached = self.sessions.connection_closed(connection);
                 if detached.is_empty() {
@@ -937,6 +914,30 @@ impl DriftObserver {
     /// running shell commands compared, its watcher is gone; the scheduler
     /// drops or cancels the automatic sync it pays for, the notices keep or
     /// drop its ledger. The shell is told to stop the lifetime's children.
+    /// Ends the live lifetimes of `names` (a `session_shutdown`, or their
+    /// owner process exited); returns whether any was live.
+    fn end_sessions(
+        &mut self,
+        now: Millis,
+        names: impl IntoIterator<Item = String>,
+        out: &mut Vec<Envelope>,
+    ) -> bool {
+        let mut ended = false;
+        for name in names {
+            let Some(lifetime) = self.sessions.end(&name) else {
+                continue;
+            };
+            if !ended {
+                // Sessions and edit settling are independent state: the
+                // order of this and the `end` above does not matter.
+                self.catch_up(now);
+                ended = true;
+            }
+            self.close_lifetime(SessionKey { name, lifetime }, false, out);
+        }
+        ended
+    }
+
     fn close_lifetime(&mut self, session: SessionKey, detached: bool, out: &mut Vec<Envelope>) {
         self.end_lifetime(session.lifetime, out);
         out.push(Envelope::Scheduler(ToScheduler::LifetimeClosed {
