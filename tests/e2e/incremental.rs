@@ -462,6 +462,70 @@ fn two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on
     both_orders_equal_from_scratch(&backend);
 }
 
+// ---- Only what changed is re-linked ----------------------------------------
+
+/// Calls CGC resolves to something its writer never stores an edge to: a
+/// function of the same name that is not there (`os.path.dirname` resolved
+/// to this file), a parameter called (`cls(...)`, `fn(...)`: no edge on a
+/// typed schema, one only when the call has no line elsewhere), a method
+/// matched by context, decorators.
+const UNSTORED_TARGETS: &str = "import os\nfrom functools import wraps\n\n\n\
+def deco(fn):\n    @wraps(fn)\n    def inner(*args):\n        return fn(*args)\n    return inner\n\n\n\
+class Maker:\n    @classmethod\n    def make(cls, value):\n        return cls(value)\n\n    \
+@staticmethod\n    @deco\n    def helper(path):\n        return os.path.dirname(path)\n\n    \
+def run(self, path):\n        return self.helper(path)\n\n\n\
+@deco\ndef decorated(value):\n    return Maker.make(value).run(os.path.join(value, \"a\"))\n";
+
+/// One edit of a module nothing calls: the sync re-links that module alone.
+/// Files whose resolved calls include rows CGC's writer drops (see
+/// `UNSTORED_TARGETS`) must not look changed on every sync — on a real code
+/// base (`pip`) that was a third of the files re-linked for any edit.
+fn an_edit_relinks_only_what_changed(backend: &GraphBackend) {
+    let Some(cgc) = real_cgc() else { return };
+    let sandbox = Sandbox::new();
+    let (ws, home) = (sandbox.workspace(), sandbox.home());
+    write(&ws, "pkg/__init__.py", "");
+    write(&ws, "pkg/tricky.py", UNSTORED_TARGETS);
+    write(
+        &ws,
+        "pkg/user.py",
+        "from pkg.tricky import decorated, Maker\n\n\n\
+         def use(value):\n    return decorated(value) or Maker.make(value)\n",
+    );
+    write(&ws, "pkg/leaf.py", "def leaf(x):\n    return x + 1\n");
+    let cli = backend.cli(&cgc, &ws, &home, "relink");
+    cli.index();
+
+    let service = service(&sandbox, &cli, &cgc);
+    let mut conn = open_session(&service, "s1");
+    baseline_sync(&mut conn, &service);
+    agent_batch(&mut conn, &["pkg/leaf.py"], || {
+        replace_in(&ws, "pkg/leaf.py", "x + 1", "x + 2")
+    });
+    wait_synced_fresh(&mut conn);
+    let applied = service.log_events("incremental_applied");
+    assert_eq!(applied.len(), 1, "one incremental sync: {applied:?}");
+    assert_eq!(
+        applied[0]["relinked"], 1,
+        "only the edited module is re-linked: {}",
+        applied[0]
+    );
+}
+
+#[test]
+fn an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_kuzu() {
+    an_edit_relinks_only_what_changed(&GraphBackend::Kuzu);
+}
+
+#[test]
+fn an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_a_falkordb_server(
+) {
+    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
+        return;
+    };
+    an_edit_relinks_only_what_changed(&backend);
+}
+
 // ---- The fallback ------------------------------------------------------------
 
 #[test]

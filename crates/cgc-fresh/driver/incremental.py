@@ -294,39 +294,27 @@ def generic_signature(rel, src_path, src_name, dst_name, dst_path, extra=None):
 
 
 # The parsed-file lists CGC's writer turns into named nodes carrying the
-# file's path (`GraphWriter.add_file_to_graph`'s item mappings, 0.6.x).
-NODE_ITEM_KEYS = (
-    "functions", "classes", "traits", "variables", "interfaces", "macros", "structs", "enums", "unions",
-    "records", "properties", "mixins", "extensions", "modules", "objects", "enum_members",
+# file's path (`GraphWriter.add_file_to_graph`'s item mappings, 0.6.x), and
+# the label each gets.
+NODE_ITEM_LABELS = (
+    ("functions", "Function"), ("classes", "Class"), ("traits", "Trait"), ("variables", "Variable"),
+    ("interfaces", "Interface"), ("macros", "Macro"), ("structs", "Struct"), ("enums", "Enum"),
+    ("unions", "Union"), ("records", "Record"), ("properties", "Property"), ("mixins", "Mixin"),
+    ("extensions", "Extension"), ("modules", "Module"), ("objects", "Object"),
+    ("enum_members", "EnumMember"),
 )
 
+# The node properties CGC's writer compares a call's `called_context` with
+# (`_called_context_clause` for the Function label, 0.6.x).
+CONTEXT_PROPERTIES = ("context", "class_context", "module_context")
 
-def tree_node_keys(parsed_files):
-    """(name, path) of every node the tree's parsed files give a name and a
-    path, under any label, File nodes included. CGC's writer creates a link
-    edge only by MATCHing both endpoints on name and path, so a row whose
-    endpoint is not in this set is never stored. The set errs towards
-    "exists" (it ignores labels, lines and contexts): a row kept here that
-    the writer drops only costs a needless re-link, never a missed one."""
-    from pathlib import PurePosixPath
-
-    keys = set()
-    for fd in parsed_files:
-        raw_path = fd.get("path")
-        if not raw_path:
-            continue
-        paths = {str(raw_path), _posix(raw_path)}
-        for path in paths:
-            keys.add((PurePosixPath(path).name, path))
-        for key in NODE_ITEM_KEYS:
-            items = fd.get(key)
-            if not isinstance(items, list):
-                continue
-            for item in items:
-                if isinstance(item, dict) and isinstance(item.get("name"), str):
-                    for path in paths:
-                        keys.add((item["name"], path))
-    return keys
+# Target label of each call group, in `build_function_call_groups` order
+# (`GraphWriter.write_function_call_groups`' `queries`, 0.6.x).
+CALL_GROUP_TARGETS = (
+    "Function", "Class", "Interface", "Object",  # from a Function
+    "Function", "Class", "Interface", "Object",  # from a File
+    "Parameter", "File",  # from a Function
+)
 
 
 def _posix(path):
@@ -338,21 +326,135 @@ def _posix(path):
         return str(path)
 
 
-# Call groups (in `build_function_call_groups` order) whose target label is
-# a node the parsed files name: Function, Class, Interface, Object. The
-# Parameter and File targets (groups 8, 9) are always compared.
-CALL_GROUPS_WITH_NAMED_TARGET = range(0, 8)
+def _stored_forms(value):
+    """Every value a node property may hold once CGC's writer has coerced
+    `value` (a str as is; a tuple or list as JSON, or its first element
+    when a parser flattens it). More forms only make a match likelier."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    forms = set()
+    if isinstance(value, (list, tuple)):
+        try:
+            forms.add(json.dumps(list(value)))
+            forms.add(json.dumps(list(value), default=str))
+        except (TypeError, ValueError):
+            pass
+        if value and isinstance(value[0], str):
+            forms.add(value[0])
+    forms.add(str(value))
+    return tuple(forms)
 
 
-def row_signatures(links, node_keys=None):
+def _writer_int(value):
+    """`called_line_number` as the writer coerces it."""
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class WriterNodes:
+    """The nodes CGC's writer creates for the tree's parsed files, as its
+    link writers MATCH them: per label, (name, path) -> [(line, contexts)].
+
+    CGC's writer stores a link edge only when both endpoints MATCH (label,
+    name, path, and for calls the target's line and context), so a resolved
+    row whose endpoint does not is never stored; the comparison of resolved
+    rows with stored edges must leave such rows out, or their source file
+    looks changed on every sync. Every test here errs towards "matches": a
+    row kept that the writer drops only costs a needless re-link; a row
+    dropped that the writer stores could miss one, so none is dropped on a
+    guess (an unknown value type, a label this index does not model)."""
+
+    MODELLED = ("Function", "Class", "Interface", "Object", "File", "Parameter")
+
+    def __init__(self, parsed_files):
+        from pathlib import PurePosixPath
+
+        self.nodes = {label: {} for label in self.MODELLED}
+        for fd in parsed_files:
+            raw_path = fd.get("path")
+            if not raw_path:
+                continue
+            paths = {str(raw_path), _posix(raw_path)}
+            for path in paths:
+                self.nodes["File"].setdefault((PurePosixPath(path).name, path), []).append((None, ()))
+            if "error" in fd:
+                continue
+            for key, label in NODE_ITEM_LABELS:
+                if label not in self.nodes:
+                    continue
+                items = fd.get(key)
+                if not isinstance(items, list):
+                    continue
+                for item in items:
+                    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                        continue
+                    contexts = set()
+                    for prop in CONTEXT_PROPERTIES:
+                        contexts.update(_stored_forms(item.get(prop)))
+                    entry = (item.get("line_number"), frozenset(contexts))
+                    for path in paths:
+                        self.nodes[label].setdefault((item["name"], path), []).append(entry)
+                    if label == "Function" and isinstance(item.get("args"), list):
+                        for arg in item["args"]:
+                            for path in paths:
+                                self.nodes["Parameter"].setdefault((arg, path), []).append((None, ()))
+
+    def matches(self, label, name, path, line=None, context=None):
+        """Whether a MATCH (n:label {name, path}) with the writer's line
+        (`line` > 0 must equal) and context (for a Function, one of its
+        context properties must equal a non-empty `context`) finds a node."""
+        if label not in self.nodes:
+            return True
+        candidates = self.nodes[label].get((name, path))
+        if not candidates:
+            return False
+        for node_line, contexts in candidates:
+            if line is not None and line > 0 and isinstance(node_line, int) and node_line != line:
+                continue
+            if context is not None and context != "" and label == "Function":
+                if isinstance(context, str) and context not in contexts:
+                    continue
+            return True
+        return False
+
+    def caller(self, row):
+        """Whether a call row's calling Function MATCHes: name, path and
+        `line_number: row.caller_line_number` (an exact property match)."""
+        line = row.get("caller_line_number")
+        if not isinstance(line, int) or isinstance(line, bool):
+            return True
+        candidates = self.nodes["Function"].get((row.get("caller_name"), row.get("caller_file_path")))
+        return any(node_line == line for (node_line, _c) in candidates or ())
+
+    def decorated(self, name, path, line, context):
+        """Whether a DECORATED_BY row's decorated end MATCHes: a Function
+        (with its context, when the row names one) or a Class, by name,
+        path and `line_number: $decorated_line` (without an int line: kept)."""
+        for label in ("Function", "Class"):
+            for node_line, contexts in self.nodes[label].get((name, path)) or ():
+                if line is not None and isinstance(node_line, int) and node_line != line:
+                    continue
+                if label == "Function" and isinstance(context, str) and context and context not in contexts:
+                    continue
+                return True
+        return False
+
+
+def row_signatures(links, nodes=None):
     """{source path: set of signatures} for all link rows of the tree.
-    With `node_keys` (see `tree_node_keys`), CALLS, HEURISTIC_CALLS,
-    METACLASS and DECORATED_BY rows whose endpoint does not exist are left
-    out, as CGC's writer leaves them out of the graph."""
+    With `nodes` (a `WriterNodes`), CALLS, HEURISTIC_CALLS, METACLASS and
+    DECORATED_BY rows whose endpoints CGC's writer would not MATCH are left
+    out, as the writer leaves them out of the graph."""
     out = {}
 
-    def exists(name, path):
-        return node_keys is None or (name, path) in node_keys
+    def matches(label, name, path, line=None, context=None):
+        return nodes is None or nodes.matches(label, name, path, line, context)
 
     def add(sig_and_src):
         sig, src = sig_and_src
@@ -367,10 +469,16 @@ def row_signatures(links, node_keys=None):
                 continue
             if row.get("called_line_number") is False or row.get("called_context") is False:
                 continue
-            if index in CALL_GROUPS_WITH_NAMED_TARGET:
-                if not exists(row.get("called_name"), row.get("called_file_path")):
+            if nodes is not None:
+                target = CALL_GROUP_TARGETS[index] if index < len(CALL_GROUP_TARGETS) else None
+                if target == "Parameter":
+                    continue  # see `parameter_signatures`
+                line = None if target == "File" else _writer_int(row.get("called_line_number"))
+                context = row.get("called_context")
+                if target and not matches(target, row.get("called_name"), row.get("called_file_path"), line,
+                                          "" if context is None else context):
                     continue
-                if not caller_is_file and not exists(row.get("caller_name"), row.get("caller_file_path")):
+                if not caller_is_file and not nodes.caller(row):
                     continue
             add(call_signature(row, caller_is_file, None))
     for row in links["inheritance"]:
@@ -386,9 +494,9 @@ def row_signatures(links, node_keys=None):
             add(generic_signature(rel, row.get("path"), row.get("child_name"), row.get("parent_name"),
                                   row.get("resolved_parent_file_path"), row.get("confidence_label", "INFERRED")))
     for row in links["metaclass"]:
-        if not exists(row.get("parent_name"), row.get("resolved_parent_file_path")):
+        if not matches("Class", row.get("parent_name"), row.get("resolved_parent_file_path")):
             continue
-        if not exists(row.get("child_name"), row.get("path")):
+        if not matches("Class", row.get("child_name"), row.get("path")):
             continue
         add(generic_signature("METACLASS", row.get("path"), row.get("child_name"), row.get("parent_name"),
                               row.get("resolved_parent_file_path"),
@@ -401,9 +509,12 @@ def row_signatures(links, node_keys=None):
         add(generic_signature("PART_OF", child, os.path.basename(child or ""), os.path.basename(parent or ""),
                               parent))
     for row in links["decorated_by"]:
-        if not exists(row.get("decorator_name"), row.get("decorator_path")):
+        if not matches("Function", row.get("decorator_name"), row.get("decorator_path")):
             continue
-        if not exists(row.get("decorated_name"), row.get("decorated_path")):
+        decorated = (row.get("decorated_name"), row.get("decorated_path"))
+        decorated_line = row.get("decorated_line")
+        line = decorated_line if isinstance(decorated_line, int) and not isinstance(decorated_line, bool) else None
+        if nodes is not None and not nodes.decorated(*decorated, line, row.get("decorated_context", "")):
             continue
         add(generic_signature("DECORATED_BY", row.get("decorated_path"), row.get("decorated_name"),
                               row.get("decorator_name"), row.get("decorator_path"),
@@ -419,6 +530,40 @@ def row_signatures(links, node_keys=None):
     for row in links["companion_of"]:
         add(generic_signature("COMPANION_OF", row.get("companion_path"), row.get("companion_name"),
                               row.get("owner_name"), row.get("owner_path")))
+    return out
+
+
+# Backends with a typed schema: a query naming a property a label's table
+# lacks fails to bind, and CGC's writer skips that whole batch.
+TYPED_SCHEMA_BACKENDS = ("kuzudb", "ladybugdb")
+
+
+def parameter_signatures(links, nodes, backend):
+    """{source path: signatures} of the call rows into a Parameter (the
+    `fn_to_param` group), which `row_signatures` leaves out when given
+    `nodes`: the writer's MATCH names `called.line_number`, which a typed
+    schema's Parameter table lacks, so there the whole group is never
+    stored; elsewhere a missing property compares as null, so only rows
+    with no line (`called_line_number` <= 0) whose Parameter exists are."""
+    out = {}
+    if backend in TYPED_SCHEMA_BACKENDS:
+        return out
+    index = CALL_GROUP_TARGETS.index("Parameter")
+    calls = links["calls"]
+    group = calls[index] if index < len(calls) else []
+    for row in group:
+        if not isinstance(row, dict) or not row.get("caller_file_path") or not row.get("called_name"):
+            continue
+        if row.get("called_line_number") is False or row.get("called_context") is False:
+            continue
+        if _writer_int(row.get("called_line_number")) > 0:
+            continue
+        if not nodes.matches("Parameter", row.get("called_name"), row.get("called_file_path")):
+            continue
+        if not nodes.caller(row):
+            continue
+        sig, src = call_signature(row, False, None)
+        out.setdefault(src, set()).add(sig)
     return out
 
 
@@ -657,7 +802,8 @@ def run_apply(opts, rel_paths, timings):
         "previews": inh.build_previews_links(all_ok, imports_map),
     }
     links["calls"] = tuple(build_function_call_groups(all_ok, imports_map, None, diagnostics=[]))
-    expected = row_signatures(links, tree_node_keys(fd for (_f, fd) in parsed.values()))
+    writer_nodes = WriterNodes(fd for (_f, fd) in parsed.values())
+    expected = row_signatures(links, writer_nodes)
     targets = row_targets(links)
     csharp_paths = {Path(fd["path"]).resolve().as_posix() for fd in csharp_files}
     timings["resolve_s"] = round(time.monotonic() - t, 3)
@@ -718,7 +864,7 @@ def run_apply(opts, rel_paths, timings):
     timings["db_open_s"] = round(time.monotonic() - t, 3)
     try:
         return apply_with_database(
-            repo, repo_posix, prefix, graph_builder, parsed, links, expected, targets, csharp_paths,
+            repo, repo_posix, prefix, graph_builder, parsed, links, (expected, writer_nodes), targets, csharp_paths,
             module_first, module_defined, imports_map, changed, changed_abs, timings,
         )
     finally:
@@ -740,7 +886,11 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     t = time.monotonic()
     writer = gb._writer
     driver = gb.driver
-    metadata_row = module_metadata_row(gb.db_manager.get_backend_type())
+    backend = gb.db_manager.get_backend_type()
+    metadata_row = module_metadata_row(backend)
+    expected, writer_nodes = expected
+    for src, sigs in parameter_signatures(links, writer_nodes, backend).items():
+        expected[src] = expected.get(src, set()) | sigs
 
     def read(query, keys, **params):
         with driver.session() as session:
