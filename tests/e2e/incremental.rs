@@ -526,6 +526,91 @@ fn an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_o
     an_edit_relinks_only_what_changed(&backend);
 }
 
+// ---- The driver's worker ---------------------------------------------------
+
+fn worker_pids(service: &Service) -> Vec<i64> {
+    service
+        .log_events("driver_worker_started")
+        .iter()
+        .filter_map(|e| e["pid"].as_i64())
+        .collect()
+}
+
+/// The incremental driver runs as one long-lived worker: the syncs of a
+/// service share it (CGC imported once), it holds the database only while
+/// it applies a sync — the person's own `cgc` works between syncs while it
+/// lives — a worker that died is replaced by the next sync, and the
+/// service's stop takes it down.
+#[test]
+fn one_worker_applies_successive_syncs_holds_no_lock_between_them_and_stops_with_the_service() {
+    let Some(cgc) = real_cgc() else { return };
+    let sandbox = Sandbox::new();
+    let (ws, home) = (sandbox.workspace(), sandbox.home());
+    write(&ws, "pkg/__init__.py", "");
+    write(&ws, "pkg/a.py", "def first(x):\n    return x\n");
+    write(&ws, "pkg/b.py", "def second(x):\n    return x\n");
+    let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &home, "worker");
+    cli.index();
+    let mut service = service(&sandbox, &cli, &cgc);
+    let mut conn = open_session(&service, "s1");
+    baseline_sync(&mut conn, &service);
+
+    agent_batch(&mut conn, &["pkg/a.py"], || {
+        replace_in(&ws, "pkg/a.py", "def first(", "def first_renamed(")
+    });
+    wait_synced_fresh(&mut conn);
+    let pids = worker_pids(&service);
+    assert_eq!(pids.len(), 1, "one worker started: {pids:?}");
+    let worker = pids[0] as i32;
+    assert!(
+        crate::support::is_alive(worker),
+        "it waits for the next sync"
+    );
+    // Between syncs the database is free: the person's own query runs.
+    assert_eq!(functions(&cli, "first_renamed"), 1);
+    assert_eq!(functions(&cli, "first"), 0);
+
+    agent_batch(&mut conn, &["pkg/b.py"], || {
+        replace_in(&ws, "pkg/b.py", "def second(", "def second_renamed(")
+    });
+    wait_synced_fresh(&mut conn);
+    assert_eq!(
+        worker_pids(&service),
+        pids,
+        "the second sync used the same worker"
+    );
+    assert_eq!(functions(&cli, "second_renamed"), 1);
+
+    // A worker that died between syncs is replaced by the next one.
+    crate::support::send_signal(worker, libc::SIGKILL);
+    let gone = std::time::Instant::now();
+    while crate::support::is_alive(worker) && gone.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    agent_batch(&mut conn, &["pkg/a.py"], || {
+        replace_in(&ws, "pkg/a.py", "def first_renamed(", "def first_again(")
+    });
+    wait_synced_fresh(&mut conn);
+    assert_eq!(functions(&cli, "first_again"), 1);
+    let pids = worker_pids(&service);
+    assert_eq!(pids.len(), 2, "a second worker: {pids:?}");
+    assert_eq!(
+        strategies_run(&service),
+        ["reconcile", "incremental", "incremental", "incremental"]
+    );
+
+    // The service's stop takes the worker down with it.
+    let second = pids[1] as i32;
+    assert!(crate::support::is_alive(second));
+    drop(conn);
+    service.signal(libc::SIGTERM);
+    service.wait_exit(std::time::Duration::from_secs(30));
+    assert!(
+        !crate::support::is_alive(second),
+        "the worker outlived the service"
+    );
+}
+
 // ---- The fallback ------------------------------------------------------------
 
 #[test]

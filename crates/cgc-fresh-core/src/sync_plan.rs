@@ -96,6 +96,33 @@ pub fn driver_argv(
     argv
 }
 
+/// The driver as a long-lived worker (`serve`): root options, the parse
+/// cache, and how long it may wait for a request before it ends.
+pub fn worker_argv(
+    script: &str,
+    global_args: &[String],
+    parse_cache: &str,
+    idle_exit: std::time::Duration,
+) -> Vec<String> {
+    let mut argv = vec![script.to_string()];
+    argv.extend(global_args.iter().cloned());
+    argv.extend([
+        "--parse-cache".to_string(),
+        parse_cache.to_string(),
+        "--idle-exit".to_string(),
+        idle_exit.as_secs().max(1).to_string(),
+        "serve".to_string(),
+    ]);
+    argv
+}
+
+/// One request line for a worker: apply `paths`, answer with `serial`.
+pub fn worker_request(serial: u64, paths: &[String]) -> String {
+    let mut line = serde_json::json!({ "serial": serial, "paths": paths }).to_string();
+    line.push('\n');
+    line
+}
+
 /// The interpreter named by a script's first line (`#!/path/python` or
 /// `#!/usr/bin/env python3`): program and its arguments before the script.
 pub fn interpreter_from_shebang(first_line: &str) -> Option<(String, Vec<String>)> {
@@ -134,6 +161,12 @@ pub struct DriverResult {
     pub relinked: Option<u64>,
     #[serde(default)]
     pub timings: BTreeMap<String, f64>,
+    /// A worker's answer: the request it answers, and the exit code the
+    /// one-shot driver would have ended with.
+    #[serde(default)]
+    pub serial: Option<u64>,
+    #[serde(default)]
+    pub exit: Option<i32>,
 }
 
 /// Reads one output line as the driver's result line, if it is one.
@@ -528,6 +561,47 @@ mod tests {
                 "a b.py"
             ])
         );
+    }
+
+    #[test]
+    fn a_worker_serves_after_its_root_options_and_reads_one_request_a_line() {
+        let global = args(&["--db", "kuzudb"]);
+        assert_eq!(
+            worker_argv(
+                "/s/d.py",
+                &global,
+                "/s/c.json",
+                std::time::Duration::from_millis(1500)
+            ),
+            args(&[
+                "/s/d.py",
+                "--db",
+                "kuzudb",
+                "--parse-cache",
+                "/s/c.json",
+                "--idle-exit",
+                "1",
+                "serve"
+            ])
+        );
+        let line = worker_request(7, &paths(&["a\nb.py", "c \"d\".py"]));
+        assert!(line.ends_with('\n'));
+        assert_eq!(line.matches('\n').count(), 1, "one line: {line:?}");
+        let back: serde_json::Value = serde_json::from_str(line.trim_end()).unwrap();
+        assert_eq!(back["serial"], 7);
+        assert_eq!(back["paths"][0], "a\nb.py");
+        assert_eq!(back["paths"][1], "c \"d\".py");
+    }
+
+    #[test]
+    fn a_workers_answer_carries_its_request_and_exit_code() {
+        let answer = parse_driver_result(
+            r#"CGC_FRESH_RESULT {"ok": true, "mode": "apply", "serial": 3, "exit": 0, "paths": {"a.py": "modified"}}"#,
+        )
+        .unwrap();
+        assert_eq!((answer.serial, answer.exit), (Some(3), Some(0)));
+        let one_shot = parse_driver_result(r#"CGC_FRESH_RESULT {"ok": true}"#).unwrap();
+        assert_eq!((one_shot.serial, one_shot.exit), (None, None));
     }
 
     #[test]

@@ -7,6 +7,11 @@ Run with the interpreter of the configured `cgc` (the service finds it from
 
     python incremental.py [ROOT OPTIONS] --probe
     python incremental.py [ROOT OPTIONS] apply -- REL_PATH...
+    python incremental.py [ROOT OPTIONS] [--idle-exit SECONDS] serve
+
+`serve` is the same apply as a long-lived worker: one request per stdin
+line, CodeGraphContext imported once, the database open only while a
+request is applied (see `serve`).
 
 ROOT OPTIONS are CGC's root options (`--db/--database NAME`,
 `--db-path/--path PATH`), taken as `cgc` takes them, and `--parse-cache
@@ -144,6 +149,10 @@ UNSUPPORTED_SETTINGS = ("SCIP_INDEXER", "ENABLE_VECTOR_RESOLVE", "ENABLE_INHERIT
 UNSUPPORTED_SUFFIXES = (".java", ".xml", ".gradle", ".kts")
 
 
+# Serve mode ends after this long without a request (seconds).
+DEFAULT_IDLE_EXIT_S = 600.0
+
+
 class Interrupted(Exception):
     def __init__(self, signum):
         super().__init__(f"interrupted by signal {signum}")
@@ -168,7 +177,8 @@ def emit(result):
 
 def parse_argv(argv):
     """CGC's root options, then `--probe` or `apply -- PATH...`."""
-    opts = {"db": None, "db_path": None, "parse_cache": None, "probe": False, "paths": None}
+    opts = {"db": None, "db_path": None, "parse_cache": None, "probe": False, "paths": None,
+            "serve": False, "idle_exit": DEFAULT_IDLE_EXIT_S}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -187,6 +197,15 @@ def parse_argv(argv):
         elif arg == "--parse-cache" and i + 1 < len(argv):
             opts["parse_cache"] = argv[i + 1]
             i += 2
+        elif arg == "--idle-exit" and i + 1 < len(argv):
+            try:
+                opts["idle_exit"] = max(1.0, float(argv[i + 1]))
+            except ValueError:
+                raise Unsupported(f"--idle-exit wants seconds, not {argv[i + 1]!r}") from None
+            i += 2
+        elif arg == "serve":
+            opts["serve"] = True
+            return opts
         elif arg == "--probe":
             opts["probe"] = True
             i += 1
@@ -869,14 +888,31 @@ def run_apply(opts, rel_paths, timings):
         )
     finally:
         t = time.monotonic()
-        try:
-            db_manager.close_driver()
-        except Exception:  # noqa: BLE001
-            pass
+        close_database(db_manager)
         timings["db_close_s"] = round(time.monotonic() - t, 3)
         # From opening the database until it is closed: how long the
         # person's own `cgc` is locked out.
         timings["db_held_s"] = round(time.monotonic() - lock_t0, 3)
+
+
+def close_database(db_manager):
+    """Closes the database so that nothing of it stays open: a worker lives
+    on after a request, and the person's own `cgc` must find the database
+    free. FalkorDB Lite keeps its server process unless told to tear it
+    down; other managers take no such argument."""
+    import inspect
+
+    try:
+        teardown = "teardown" in inspect.signature(db_manager.close_driver).parameters
+    except (TypeError, ValueError):
+        teardown = False
+    try:
+        if teardown:
+            db_manager.close_driver(teardown=True)
+        else:
+            db_manager.close_driver()
+    except Exception:  # noqa: BLE001 - closing must not hide the result
+        pass
 
 
 def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, targets, csharp_paths,
@@ -1053,7 +1089,6 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
 
 def main(argv):
     global REAL_STDOUT
-    started = time.monotonic()
     # CGC prints banners on stdout; the result line must be the only thing
     # on the real stdout that this driver promises, so CGC's stdout goes to
     # stderr.
@@ -1061,57 +1096,111 @@ def main(argv):
     os.dup2(2, 1)
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    result = {"protocol": PROTOCOL, "ok": False}
     try:
         opts = parse_argv(argv)
     except Unsupported as exc:
-        result.update(error=str(exc), unsupported=True)
-        emit(result)
+        emit({"protocol": PROTOCOL, "ok": False, "error": str(exc), "unsupported": True})
         return EXIT_USAGE
     if opts["db_path"]:
         os.environ["CGC_RUNTIME_DB_PATH"] = opts["db_path"]
     if opts["db"]:
         os.environ["CGC_RUNTIME_DB_TYPE"] = opts["db"]
     os.environ.setdefault("ENABLE_AUTO_WATCH", "false")
-    timings = {"_t0": time.monotonic()}
+    if opts["serve"]:
+        return serve(opts)
+    result, code = run_request(opts, opts["paths"])
+    emit(result)
+    return code
+
+
+def run_request(opts, paths):
+    """One probe or one apply of `paths`: (the result line's object, the
+    exit code it stands for)."""
+    started = time.monotonic()
+    result = {"protocol": PROTOCOL, "ok": False}
+    timings = {"_t0": started}
     try:
         if opts["probe"]:
             missing, _ = probe_api()
             result.update(mode="probe", cgc_version=cgc_version(), missing=missing, ok=not missing)
-            emit(result)
-            return EXIT_OK if not missing else EXIT_UNSUPPORTED
-        if opts["paths"] is None:
-            result.update(error="nothing to do: give --probe or apply -- PATH...")
-            emit(result)
-            return EXIT_USAGE
+            return result, EXIT_OK if not missing else EXIT_UNSUPPORTED
+        if paths is None:
+            result.update(error="nothing to do: give --probe, apply -- PATH... or serve")
+            return result, EXIT_USAGE
         missing, _ = probe_api()
         if missing:
             raise Unsupported("CodeGraphContext lacks what the recipe needs: " + ", ".join(missing))
-        rel_paths = sorted(set(p for p in opts["paths"] if p))
+        rel_paths = sorted(set(p for p in paths if p))
         for rel in rel_paths:
-            if os.path.isabs(rel) or rel.split("/")[0] == "..":
+            if not isinstance(rel, str) or os.path.isabs(rel) or rel.split("/")[0] == "..":
                 raise Unsupported(f"not a workspace-relative path: {rel!r}")
         applied = run_apply(opts, rel_paths, timings)
         timings["total_s"] = round(time.monotonic() - started, 3)
         result.update(mode="apply", ok=True, requested=len(rel_paths), timings=timings, **applied)
-        emit(result)
-        return EXIT_OK
+        return result, EXIT_OK
     except Unsupported as exc:
         result.update(error=str(exc), unsupported=True, timings=_clean(timings))
-        emit(result)
-        return EXIT_UNSUPPORTED
+        return result, EXIT_UNSUPPORTED
     except Interrupted as exc:
         result.update(error=str(exc), interrupted=True, timings=_clean(timings))
-        emit(result)
-        return 128 + exc.signum
+        return result, 128 + exc.signum
     except SystemExit as exc:  # CGC's typer.Exit on a database error
         result.update(error=f"CodeGraphContext exited with {exc.code}", timings=_clean(timings))
-        emit(result)
-        return EXIT_FAILED
+        return result, EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - reported, never silent
         result.update(error=f"{type(exc).__name__}: {exc}", timings=_clean(timings))
+        return result, EXIT_FAILED
+
+
+# Serve mode: one request per stdin line, at most this long.
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+
+def serve(opts):
+    """The long-lived worker: CGC stays imported between syncs, and the
+    database is open only while a request is applied. One request per
+    stdin line, `{"serial": N, "paths": [REL_PATH, ...]}`; one result line
+    per request, as `apply` prints it plus `serial` and `exit` (the exit
+    code `apply` would have ended with). Ends at end of input, after
+    `--idle-exit` seconds without a request, on SIGINT/SIGTERM (128+n),
+    and after any request that did not end with 0 or 3 (its state, or the
+    graph's, is in doubt: the next sync starts a fresh process)."""
+    import select
+
+    pending = b""
+    while True:
+        try:
+            while b"\n" not in pending:
+                ready, _w, _x = select.select([0], [], [], opts["idle_exit"])
+                if not ready:
+                    return EXIT_OK
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    return EXIT_OK
+                pending += chunk
+                if len(pending) > MAX_REQUEST_BYTES:
+                    emit({"protocol": PROTOCOL, "ok": False, "exit": EXIT_USAGE,
+                          "error": f"a request longer than {MAX_REQUEST_BYTES} bytes"})
+                    return EXIT_USAGE
+        except Interrupted as exc:
+            return 128 + exc.signum
+        line, pending = pending.split(b"\n", 1)
+        serial = None
+        try:
+            request = json.loads(line)
+            serial = request.get("serial")
+            paths = request["paths"]
+            if not isinstance(paths, list):
+                raise ValueError("paths is not a list")
+        except (ValueError, KeyError, AttributeError, TypeError) as exc:
+            emit({"protocol": PROTOCOL, "ok": False, "exit": EXIT_USAGE, "serial": serial,
+                  "error": f"not a request: {exc}"})
+            continue
+        result, code = run_request(opts, paths)
+        result.update(serial=serial, exit=code)
         emit(result)
-        return EXIT_FAILED
+        if code not in (EXIT_OK, EXIT_UNSUPPORTED):
+            return code
 
 
 def _clean(timings):

@@ -231,7 +231,10 @@ settings! {
         ///                incremental sync that did not finish, the next one reconciles.
         ///                Parses of unchanged Python files are kept between syncs in
         ///                the workspace's state directory
-        ///                (`incremental-parse-cache.json`).
+        ///                (`incremental-parse-cache.json`). The driver stays running
+        ///                between syncs (CodeGraphContext imported once) and opens the
+        ///                database only while it applies one; it ends after 10 idle
+        ///                minutes and with the service.
         ///   "reconcile"  `cgc watch --sync-on-start .`, stopped once it reports that it
         ///                is watching: applies edits, additions and deletions without
         ///                dropping the graph. It gets one SIGINT and then finishes on

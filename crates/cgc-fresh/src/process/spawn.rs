@@ -8,7 +8,8 @@
 //!   that died during the fork is not missed;
 //! - starts with an empty signal mask and every signal at `SIG_DFL` (a
 //!   child inheriting an ignored SIGINT would ignore our graceful stop);
-//! - gets stdin from `/dev/null` and piped stdout/stderr;
+//! - gets stdin from `/dev/null` (or a pipe, for a worker fed requests) and
+//!   piped stdout/stderr;
 //! - carries `CGC_FRESH_OWNER=<token>`, inherited by all its descendants, so
 //!   a daemonized grandchild in another session can still be found.
 
@@ -55,6 +56,9 @@ pub enum ChildKind {
     Watcher,
     /// A short diagnostic run such as `cgc doctor`.
     Probe,
+    /// The incremental driver serving syncs one request at a time (read on
+    /// its piped stdin); it holds the database only while it applies one.
+    Worker,
 }
 
 /// Everything needed to start one child.
@@ -74,6 +78,9 @@ pub struct SpawnSpec {
     pub kind: ChildKind,
     /// Per-child token, see [`child_owner_token`].
     pub owner_token: String,
+    /// Give the child a pipe as stdin (the write end is returned in
+    /// [`SpawnedChild::stdin`]) instead of `/dev/null`.
+    pub piped_stdin: bool,
 }
 
 /// The owner token for one child: `<service-token>.<child-id>`.
@@ -98,6 +105,9 @@ pub struct SpawnedChild {
     /// Read ends of the child's stdout and stderr pipes (close-on-exec).
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// Write end of its stdin pipe, when [`SpawnSpec::piped_stdin`] asked
+    /// for one (close-on-exec; closing it is the child's end of input).
+    pub stdin: Option<OwnedFd>,
 }
 
 /// Why a child could not be started.
@@ -148,7 +158,11 @@ pub fn spawn_child(spec: &SpawnSpec) -> Result<SpawnedChild, SpawnError> {
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
+        .stdin(if spec.piped_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     apply_environment(&mut command, spec);
@@ -172,6 +186,7 @@ pub fn spawn_child(spec: &SpawnSpec) -> Result<SpawnedChild, SpawnError> {
             source: io::Error::other("child pipes missing"),
         });
     };
+    let stdin = child.stdin.take().map(OwnedFd::from);
     // `child` is dropped without waiting: the SIGCHLD reaper collects it.
     drop(child);
 
@@ -203,6 +218,7 @@ pub fn spawn_child(spec: &SpawnSpec) -> Result<SpawnedChild, SpawnError> {
         start_time,
         stdout: OwnedFd::from(stdout),
         stderr: OwnedFd::from(stderr),
+        stdin,
     })
 }
 

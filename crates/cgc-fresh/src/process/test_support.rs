@@ -77,6 +77,7 @@ fn command_spec(cwd: &Path, owner_token: &str, program: &str, args: &[&str]) -> 
         env_remove: Vec::new(),
         kind: ChildKind::Probe,
         owner_token: owner_token.to_string(),
+        piped_stdin: false,
     }
 }
 

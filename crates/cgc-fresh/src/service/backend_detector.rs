@@ -155,6 +155,7 @@ impl Handler<DetectBackend> for BackendDetector {
             kind: ChildKind::Probe,
             session: None,
             requester: ctx.address().recipient(),
+            piped_stdin: false,
         });
         let bound = Duration::from_millis(self.settings.cgc.timeout_ms);
         ctx.spawn(

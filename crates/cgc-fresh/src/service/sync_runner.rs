@@ -8,8 +8,10 @@
 //!
 //! The `incremental` strategy runs the driver shipped in this binary
 //! (`driver/incremental.py`, written to the private state directory before
-//! each use) with the interpreter of the configured `cgc`, on the flight's
-//! changed paths. Its API probe runs once per configuration; a failed probe,
+//! it starts) with the interpreter of the configured `cgc`, as a worker
+//! kept between syncs (`Worker`): each sync is one request on its stdin
+//! naming the flight's changed paths, answered by one result line; it
+//! holds the database only while it applies one. Its API probe runs once per configuration; a failed probe,
 //! a whole-workspace flight, too many files, or a driver that says it cannot
 //! apply the change runs `reconcile` instead, and says so (the `Strategy`
 //! report). After a driver run that may have left the graph partial
@@ -25,13 +27,16 @@ use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
     classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
     is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
-    sync_argv, DriverResult, DriverVerdict, SyncRun, SyncRunFacts,
+    sync_argv, worker_argv, worker_request, DriverResult, DriverVerdict, SyncRun, SyncRunFacts,
+    DRIVER_EXIT_UNSUPPORTED,
 };
 
 use crate::process::busy::find_lock_holder;
 use crate::process::cgc_markers::{is_watch_ready_line, output_has_lock_error};
 use crate::process::spawn::ChildKind;
-use crate::supervisor::{ChildEvent, InterruptChild, RootSupervisor, SpawnChild, StopChild};
+use crate::supervisor::{
+    ChildEvent, InterruptChild, RootSupervisor, SendInput, SpawnChild, StopChild,
+};
 
 /// The actor whose work this is, named in every log line.
 const COMPONENT: &str = "sync_runner";
@@ -63,6 +68,10 @@ pub const PARSE_CACHE_MODULE_FILE: &str = "incremental-parse-cache.py";
 /// The parse cache itself (CGC's per-file parse results between syncs),
 /// in the same private state directory; the driver writes it.
 pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
+/// How long the driver's worker waits for the next sync before it ends by
+/// itself (its memory — CGC imported, the parse cache — is then freed; the
+/// next sync starts a new one).
+pub const WORKER_IDLE_EXIT: Duration = Duration::from_secs(600);
 /// Overrides the interpreter the driver runs with (otherwise `cgc`'s own,
 /// read from its `#!` line).
 pub const DRIVER_PYTHON_ENV: &str = "CGC_FRESH_DRIVER_PYTHON";
@@ -153,6 +162,8 @@ enum Active {
     Driver {
         paths: Vec<String>,
         result: Option<DriverResult>,
+        /// The worker request this run waits for the answer to.
+        serial: u64,
     },
     Command {
         strategy: SyncStrategy,
@@ -206,6 +217,25 @@ pub struct SyncRunner {
     must_reconcile: Option<String>,
     /// Where the driver is written before use.
     driver_path: PathBuf,
+    /// The driver serving syncs (`serve`), kept between them.
+    worker: Option<Worker>,
+    /// Workers let go whose exit is still to come (not a run's news).
+    retired_workers: BTreeSet<u64>,
+    /// The settings changed while the worker applied a request: let it go
+    /// once it answered.
+    retire_worker_after_run: bool,
+    next_serial: u64,
+}
+
+/// The incremental driver as a long-lived child: CGC stays imported and
+/// the parse cache warm between syncs; it opens the database only while it
+/// applies a request, so it holds no lock between syncs. Started, stopped
+/// and reaped by the root supervisor like every child; a sync that is
+/// cancelled or out of time stops it (the next sync starts another).
+#[derive(Debug, Clone, Copy)]
+struct Worker {
+    id: u64,
+    pid: u32,
 }
 
 impl SyncRunner {
@@ -220,6 +250,10 @@ impl SyncRunner {
             .join(crate::paths::workspace_id(&workspace));
         SyncRunner {
             driver_path: state_dir.join(DRIVER_FILE),
+            worker: None,
+            retired_workers: BTreeSet::new(),
+            retire_worker_after_run: false,
+            next_serial: 0,
             probe: None,
             must_reconcile: None,
             workspace,
@@ -267,7 +301,7 @@ impl SyncRunner {
         let Some(run) = self.run.as_ref() else { return };
         let flight = run.flight;
         let mut env_set = vec![];
-        if kind == ChildKind::Sync {
+        if matches!(kind, ChildKind::Sync | ChildKind::Worker) {
             // A user's ENABLE_AUTO_WATCH would make `cgc index` fork a watcher.
             env_set.push(("ENABLE_AUTO_WATCH".to_string(), "false".to_string()));
         }
@@ -276,16 +310,44 @@ impl SyncRunner {
             args: argv,
             env_set,
             kind,
-            session: run.session.clone(),
+            // A worker serves every session's syncs: it is the
+            // workspace's, stopped with a sync it is applying.
+            session: if kind == ChildKind::Worker {
+                None
+            } else {
+                run.session.clone()
+            },
             requester: ctx.address().recipient(),
+            piped_stdin: kind == ChildKind::Worker,
         });
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            if let (ChildKind::Worker, Ok(Ok(started))) = (kind, &result) {
+                act.worker = Some(Worker {
+                    id: started.id,
+                    pid: started.pid as u32,
+                });
+                tracing::info!(
+                    component = COMPONENT,
+                    event = "driver_worker_started",
+                    id = started.id,
+                    pid = started.pid
+                );
+            }
             let Some(run) = act.run.as_mut().filter(|r| r.flight == flight) else {
                 return;
             };
             match result {
                 Ok(Ok(started)) => {
                     run.phase.set_child(started.id);
+                    if kind == ChildKind::Worker && run.end_requested.is_none() {
+                        if let Some(Active::Driver { paths, serial, .. }) = &run.active {
+                            let (paths, serial) = (paths.clone(), *serial);
+                            act.send_request(started.id, serial, &paths, ctx);
+                        }
+                    }
+                    let Some(run) = act.run.as_mut().filter(|r| r.flight == flight) else {
+                        return;
+                    };
                     if let Some(request) = run.end_requested {
                         // Asked to end (ready line seen, cancelled, out
                         // of time) before we knew the child's id.
@@ -462,41 +524,41 @@ impl SyncRunner {
     }
 
     fn start_driver(&mut self, paths: Vec<String>, ctx: &mut Context<Self>) {
-        let (program, mut argv) = match self.driver_command() {
-            Ok(command) => command,
-            Err(reason) => {
-                self.start_command(
-                    SyncStrategy::Reconcile,
-                    Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
-                    ctx,
-                );
-                return;
-            }
+        // A worker already running needs nothing written or spawned.
+        let command = match self.worker {
+            Some(_) => None,
+            None => match self.driver_command() {
+                Ok(command) => Some(command),
+                Err(reason) => {
+                    self.start_command(
+                        SyncStrategy::Reconcile,
+                        Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
+                        ctx,
+                    );
+                    return;
+                }
+            },
         };
+        self.next_serial += 1;
+        let serial = self.next_serial;
         let Some(run) = self.run.as_mut() else { return };
         let flight = run.flight;
-        let Some(script) = argv.pop() else { return };
-        let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
-        argv.extend(driver_argv(
-            &script,
-            &self.settings.cgc.global_args,
-            Some(&cache.display().to_string()),
-            Some(&paths),
-        ));
         run.phase = Phase::Syncing { child: None };
         run.facts = SyncRunFacts::default();
         run.end_requested = None;
         let count = paths.len();
         run.active = Some(Active::Driver {
-            paths,
+            paths: paths.clone(),
             result: None,
+            serial,
         });
         tracing::info!(
             component = COMPONENT,
             event = "sync_strategy",
             flight = flight.0,
             strategy = "incremental",
-            files = count
+            files = count,
+            worker = self.worker.map(|w| w.pid)
         );
         self.report(
             flight,
@@ -506,7 +568,99 @@ impl SyncRunner {
                 driver_unavailable: false,
             },
         );
-        self.spawn_program(program, argv, ChildKind::Sync, ctx);
+        match (self.worker, command) {
+            (Some(worker), _) => {
+                let timeout = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);
+                let Some(run) = self.run.as_mut() else { return };
+                run.phase.set_child(worker.id);
+                run.timer = Some(ctx.run_later(timeout, move |act, _| act.timed_out(flight)));
+                run.spawned_reported = true;
+                self.report(flight, SyncEvent::Spawned { pid: worker.pid });
+                self.send_request(worker.id, serial, &paths, ctx);
+            }
+            (None, Some((program, mut argv))) => {
+                let Some(script) = argv.pop() else { return };
+                let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
+                argv.extend(worker_argv(
+                    &script,
+                    &self.settings.cgc.global_args,
+                    &cache.display().to_string(),
+                    WORKER_IDLE_EXIT,
+                ));
+                // The request goes once the spawn reply names the worker.
+                self.spawn_program(program, argv, ChildKind::Worker, ctx);
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Asks the worker to apply `paths`; its answer is a result line with
+    /// this `serial`. A request that cannot be written stops the worker,
+    /// and the run ends with its exit.
+    fn send_request(&mut self, id: u64, serial: u64, paths: &[String], ctx: &mut Context<Self>) {
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_request",
+            id,
+            serial,
+            files = paths.len()
+        );
+        let request = self.supervisor.send(SendInput {
+            id,
+            line: worker_request(serial, paths),
+        });
+        ctx.spawn(request.into_actor(self).map(move |result, act, _| {
+            let error = match result {
+                Ok(Ok(())) => return,
+                Ok(Err(error)) => error,
+                Err(mailbox) => mailbox.to_string(),
+            };
+            tracing::warn!(component = COMPONENT, event = "driver_worker_input_failed", id, error = %error);
+            act.supervisor.do_send(StopChild {
+                id,
+                reason: "its request could not be written",
+            });
+        }));
+    }
+
+    /// The worker answered the current run's request with the exit code a
+    /// one-shot driver would have ended with: the run ends as if it had.
+    fn worker_answered(&mut self, id: u64, code: i32, ctx: &mut Context<Self>) {
+        let Some(worker) = self.worker.filter(|w| w.id == id) else {
+            return;
+        };
+        if code != 0 && code != DRIVER_EXIT_UNSUPPORTED {
+            // It ends by itself after such an answer (its state is in doubt).
+            self.worker = None;
+            self.retired_workers.insert(id);
+        }
+        self.child_exited(worker.pid as i32, Some(code), None, String::new(), ctx);
+        if std::mem::take(&mut self.retire_worker_after_run) {
+            self.drop_worker("the cgc settings changed");
+        }
+    }
+
+    /// Lets the worker go (stopped through the supervisor). If a run is
+    /// applying a request with it, that run ends with its exit.
+    fn drop_worker(&mut self, reason: &'static str) {
+        let Some(worker) = self.worker.take() else {
+            return;
+        };
+        let in_use = self.run.as_ref().and_then(|run| run.phase.child()) == Some(worker.id);
+        if !in_use {
+            self.retired_workers.insert(worker.id);
+        }
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_dropped",
+            id = worker.id,
+            pid = worker.pid,
+            reason
+        );
+        self.supervisor.do_send(StopChild {
+            id: worker.id,
+            reason,
+        });
     }
 
     fn timed_out(&mut self, flight: FlightId) {
@@ -679,7 +833,7 @@ impl SyncRunner {
                 }
                 run.facts.output_tail = tail;
                 match run.active.clone() {
-                    Some(Active::Driver { paths, result }) => {
+                    Some(Active::Driver { paths, result, .. }) => {
                         match classify_driver_exit(&paths, result.as_ref(), &run.facts) {
                             DriverVerdict::Fallback { reason } => {
                                 self.run = Some(run);
@@ -874,9 +1028,26 @@ impl Handler<ChildEvent> for SyncRunner {
                         }
                     }
                     Phase::Syncing { .. } => {
-                        if let Some(Active::Driver { result, .. }) = &mut run.active {
+                        if let Some(Active::Driver { result, serial, .. }) = &mut run.active {
                             if let Some(parsed) = parse_driver_result(&text) {
+                                // A worker's answer ends the run; one for
+                                // another request is not this run's.
+                                let expected = *serial;
+                                if parsed.exit.is_some() && parsed.serial != Some(expected) {
+                                    tracing::warn!(
+                                        component = COMPONENT,
+                                        event = "driver_worker_stray_answer",
+                                        id,
+                                        serial = parsed.serial,
+                                        expected
+                                    );
+                                    return;
+                                }
+                                let answer = parsed.exit;
                                 *result = Some(parsed);
+                                if let Some(code) = answer {
+                                    self.worker_answered(id, code, ctx);
+                                }
                                 return;
                             }
                         }
@@ -909,7 +1080,20 @@ impl Handler<ChildEvent> for SyncRunner {
                 output_tail,
                 during_shutdown,
             } => {
+                if self.retired_workers.remove(&id) {
+                    tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, retired = true);
+                    return;
+                }
                 let current = self.run.as_ref().and_then(|run| run.phase.child());
+                if self.worker.is_some_and(|w| w.id == id) {
+                    self.worker = None;
+                    tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, applying = current == Some(id));
+                    if current != Some(id) {
+                        // Idle (its idle exit, or it died): the next sync
+                        // starts another.
+                        return;
+                    }
+                }
                 // Only one child of ours runs at a time; `None` means its
                 // spawn reply is not processed yet, and this is its exit.
                 if current.is_some_and(|c| c != id) {
@@ -933,8 +1117,17 @@ impl Handler<UseSettings> for SyncRunner {
     type Result = ();
     fn handle(&mut self, msg: UseSettings, _: &mut Self::Context) {
         if msg.0.cgc != self.settings.cgc {
-            // Another `cgc` (or other root options): probe its API again.
+            // Another `cgc` (or other root options): probe its API again,
+            // and let the worker started for the old ones go.
             self.probe = None;
+            let in_use = self
+                .worker
+                .is_some_and(|w| self.run.as_ref().and_then(|run| run.phase.child()) == Some(w.id));
+            if in_use {
+                self.retire_worker_after_run = true;
+            } else {
+                self.drop_worker("the cgc settings changed");
+            }
         }
         self.settings = msg.0;
     }

@@ -349,6 +349,7 @@ impl WatcherSupervisor {
             kind: ChildKind::Watcher,
             session: Some(session.clone()),
             requester: ctx.address().recipient(),
+            piped_stdin: false,
         });
         let liveness = Duration::from_millis(self.settings.freshness.watcher_liveness_ms);
         let budget = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);

@@ -69,7 +69,22 @@ pub struct SpawnChild {
     /// work stops. `None`: the workspace's (a person's manual sync).
     pub session: Option<SessionKey>,
     pub requester: Recipient<ChildEvent>,
+    /// Give it a stdin pipe that [`SendInput`] writes to (a worker).
+    pub piped_stdin: bool,
 }
+
+/// Write one line to a child's stdin pipe (see [`SpawnChild::piped_stdin`]).
+/// Written by a task of its own, so a child that does not read never
+/// blocks the supervisor; at most [`INPUT_QUEUE`] lines wait.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), String>")]
+pub struct SendInput {
+    pub id: u64,
+    pub line: String,
+}
+
+/// Lines that may wait for a child to read its stdin.
+pub const INPUT_QUEUE: usize = 2;
 
 /// Why a spawn did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +144,8 @@ pub struct KillAllNow;
 #[rtype(result = "()")]
 pub struct ReleaseRegistry;
 
-/// How many children are alive (for idle decisions and tests).
+/// How many children are alive, idle workers aside (for idle decisions
+/// and tests).
 #[derive(Message, Debug)]
 #[rtype(result = "usize")]
 pub struct LiveChildren;
@@ -142,6 +158,9 @@ struct LiveChild {
     requester: Recipient<ChildEvent>,
     exited: ExitReceiver,
     capture: OutputCapture,
+    /// Lines for its stdin's writer task; dropping it ends the child's
+    /// input.
+    input: Option<tokio::sync::mpsc::Sender<String>>,
 }
 
 pub struct RootSupervisor {
@@ -312,6 +331,7 @@ impl Handler<SpawnChild> for RootSupervisor {
             env_remove: Vec::new(),
             kind: msg.kind,
             owner_token: owner_token.clone(),
+            piped_stdin: msg.piped_stdin,
         };
         let spawned = match spawn_child(&spec) {
             Ok(spawned) => spawned,
@@ -344,6 +364,13 @@ impl Handler<SpawnChild> for RootSupervisor {
             owner_token,
         };
         panic_hook::track(id, spawned.pgid);
+        let input = spawned.stdin.and_then(|fd| match input_writer(id, fd) {
+            Ok(sender) => Some(sender),
+            Err(error) => {
+                tracing::warn!(component = COMPONENT, event = "child_input_unusable", id, error = %error);
+                None
+            }
+        });
         let capture = OutputCapture::new(CaptureLimits::default());
         // Output: read both pipes, log and forward every line.
         let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
@@ -393,6 +420,7 @@ impl Handler<SpawnChild> for RootSupervisor {
                 requester: msg.requester,
                 exited,
                 capture,
+                input,
             },
         );
         self.persist();
@@ -439,6 +467,50 @@ impl RootSupervisor {
             during_shutdown: self.shutting_down,
         });
         self.persist();
+    }
+}
+
+/// The writer task of a child's stdin: writes each queued line in full
+/// (non-blocking pipe, async), and ends — closing the pipe — when the
+/// child's record drops its sender or the child stops reading for good.
+fn input_writer(
+    id: u64,
+    fd: std::os::fd::OwnedFd,
+) -> std::io::Result<tokio::sync::mpsc::Sender<String>> {
+    use tokio::io::AsyncWriteExt;
+    let mut pipe = tokio::net::unix::pipe::Sender::from_owned_fd(fd)?;
+    let (sender, mut lines) = tokio::sync::mpsc::channel::<String>(INPUT_QUEUE);
+    actix_rt::spawn(async move {
+        while let Some(line) = lines.recv().await {
+            if let Err(error) = pipe.write_all(line.as_bytes()).await {
+                tracing::warn!(component = COMPONENT, event = "child_input_failed", id, error = %error);
+                break;
+            }
+        }
+    });
+    Ok(sender)
+}
+
+impl Handler<SendInput> for RootSupervisor {
+    type Result = Result<(), String>;
+    fn handle(&mut self, msg: SendInput, _: &mut Self::Context) -> Self::Result {
+        let child = self
+            .children
+            .get(&msg.id)
+            .ok_or_else(|| format!("child {} is gone", msg.id))?;
+        let input = child
+            .input
+            .as_ref()
+            .ok_or_else(|| format!("child {} takes no input", msg.id))?;
+        tracing::debug!(
+            component = COMPONENT,
+            event = "child_input",
+            id = msg.id,
+            bytes = msg.line.len()
+        );
+        input
+            .try_send(msg.line)
+            .map_err(|error| format!("cannot write to child {}: {error}", msg.id))
     }
 }
 
@@ -565,7 +637,12 @@ impl Handler<KillAllNow> for RootSupervisor {
 impl Handler<LiveChildren> for RootSupervisor {
     type Result = usize;
     fn handle(&mut self, _: LiveChildren, _: &mut Self::Context) -> usize {
-        self.children.len()
+        // An idle worker waits for the next sync and ends by itself; it
+        // keeps nothing alive (a sync in flight is counted by its flight).
+        self.children
+            .values()
+            .filter(|child| child.kind != ChildKind::Worker)
+            .count()
     }
 }
 
