@@ -690,3 +690,121 @@ fn a_failed_api_probe_falls_back_to_reconcile_and_says_so() {
         "once per session"
     );
 }
+
+// ---- The worker's supervision, with a stand-in driver -------------------------
+
+/// A stand-in for the driver's interpreter (`CGC_FRESH_DRIVER_PYTHON`): its
+/// API probe passes; as a worker it takes one request and then never
+/// answers, as a driver stuck in a long apply would.
+fn stuck_worker_python(dir: &Path) -> String {
+    let stub = dir.join("python");
+    fs::write(
+        &stub,
+        "#!/bin/sh\ncase \" $* \" in\n\
+         *\" --probe \"*) echo 'CGC_FRESH_RESULT {\"ok\": true, \"mode\": \"probe\", \"missing\": []}'; exit 0 ;;\n\
+         *\" serve \"*) read request; echo \"worker got $request\" >&2; exec sleep 600 ;;\n\
+         esac\nexit 2\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&stub, fs::Permissions::from_mode(0o755)).unwrap();
+    stub.display().to_string()
+}
+
+/// A service whose sync is stuck in the stand-in worker.
+struct StuckWorker {
+    _stub: tempfile::TempDir,
+    _sandbox: Sandbox,
+    fake: crate::support::FakeCgc,
+    service: Service,
+    conn: crate::support::Conn,
+    pid: i32,
+}
+
+/// Baseline (a reconcile through the fake), then an edit whose sync goes
+/// to the stuck worker, which has the request when this returns.
+fn sync_stuck_in_the_worker(extra: &[(&str, &str)]) -> StuckWorker {
+    let stub = tempfile::tempdir().unwrap();
+    let python = stuck_worker_python(stub.path());
+    let mut env = vec![
+        ("CGC_SYNC_STRATEGY", "incremental"),
+        ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
+    ];
+    env.extend_from_slice(extra);
+    let (sandbox, fake, service) = indexed_with_fake(json!({}), &fast_env(&env));
+    let mut conn = open_session(&service, "s1");
+    conn.request(json!({"type": "sync"}), 77);
+    conn.wait_status("fresh");
+    crate::support::agent_edit(&mut conn, "s1", "src/a.py");
+    crate::support::wait_until(
+        "the worker has the request",
+        std::time::Duration::from_secs(20),
+        || service.log_text().contains("worker got"),
+    );
+    let pid = worker_pids(&service)[0] as i32;
+    StuckWorker {
+        _stub: stub,
+        _sandbox: sandbox,
+        fake,
+        service,
+        conn,
+        pid,
+    }
+}
+
+fn wait_gone(pid: i32) {
+    crate::support::wait_until(
+        "the worker stopped",
+        std::time::Duration::from_secs(10),
+        || !crate::support::is_alive(pid),
+    );
+}
+
+/// A session that ends while the worker applies its sync stops the worker
+/// (the run is cancelled; nothing claims `fresh`).
+#[test]
+fn a_session_ending_while_the_worker_applies_its_sync_stops_the_worker() {
+    // Bound whole: the sandbox (and its log) must live to the end.
+    let mut stuck = sync_stuck_in_the_worker(&[]);
+    let (service, conn, pid) = (&stuck.service, &mut stuck.conn, stuck.pid);
+    let reply = conn.request(
+        json!({"type": "session_shutdown", "session": "s1", "reason": "quit"}),
+        7,
+    );
+    assert_eq!(reply["type"], "ack", "{reply}");
+    wait_gone(pid);
+    let exits = service.log_events("driver_worker_exited");
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    assert_eq!(exits[0]["applying"], true, "{}", exits[0]);
+    let state = conn.request(json!({"type": "status"}), 8);
+    assert_ne!(state["status"], "fresh", "{state}");
+}
+
+/// A worker out of its time budget is stopped, and the next sync (here the
+/// failed sync's retry) reconciles, since the graph may be partial, instead
+/// of asking a worker again.
+#[test]
+fn a_worker_out_of_time_is_stopped_and_the_next_sync_reconciles() {
+    let mut stuck = sync_stuck_in_the_worker(&[("CGC_MAINTENANCE_TIMEOUT_MS", "1500")]);
+    let (fake, service, conn, pid) = (&stuck.fake, &stuck.service, &mut stuck.conn, stuck.pid);
+    let before = fake.invocations().len();
+    wait_gone(pid);
+    let (fresh, _) = conn.recv_until("fresh after a reconcile", |f| {
+        f["type"] == "state" && f["status"] == "fresh" && f["syncing"] == false
+    });
+    assert!(
+        fresh["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("did not finish"),
+        "{fresh}"
+    );
+    assert!(service.log_text().contains("\"sync_timeout\""));
+    let calls = fake.invocations();
+    assert_eq!(calls.len(), before + 1, "one reconcile: {calls:?}");
+    assert_eq!(
+        args_of(&calls[before]),
+        json!(["watch", "--sync-on-start", "."])
+    );
+    assert_eq!(worker_pids(service).len(), 1, "no worker was asked again");
+}
