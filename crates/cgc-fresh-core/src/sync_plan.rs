@@ -81,17 +81,24 @@ pub fn driver_argv(
     parse_cache: Option<&str>,
     paths: Option<&[String]>,
 ) -> Vec<String> {
-    let mut argv = vec![script.to_string()];
-    argv.extend(global_args.iter().cloned());
-    if let Some(cache) = parse_cache {
-        argv.extend(["--parse-cache".to_string(), cache.to_string()]);
-    }
+    let mut argv = driver_options(script, global_args, parse_cache);
     match paths {
         None => argv.push("--probe".into()),
         Some(paths) => {
             argv.extend(["apply", "--"].map(String::from));
             argv.extend(paths.iter().cloned());
         }
+    }
+    argv
+}
+
+/// The driver script, CGC's root options, then the parse cache: what every
+/// mode of the driver takes first.
+fn driver_options(script: &str, global_args: &[String], parse_cache: Option<&str>) -> Vec<String> {
+    let mut argv = vec![script.to_string()];
+    argv.extend(global_args.iter().cloned());
+    if let Some(cache) = parse_cache {
+        argv.extend(["--parse-cache".to_string(), cache.to_string()]);
     }
     argv
 }
@@ -104,11 +111,8 @@ pub fn worker_argv(
     parse_cache: &str,
     idle_exit: std::time::Duration,
 ) -> Vec<String> {
-    let mut argv = vec![script.to_string()];
-    argv.extend(global_args.iter().cloned());
+    let mut argv = driver_options(script, global_args, Some(parse_cache));
     argv.extend([
-        "--parse-cache".to_string(),
-        parse_cache.to_string(),
         "--idle-exit".to_string(),
         idle_exit.as_secs().max(1).to_string(),
         "serve".to_string(),
