@@ -879,3 +879,55 @@ fn key(name: &str, lifetime: Option<u64>) -> SessionKey {
         lifetime: Lifetime::new(lifetime.unwrap_or(0)),
     }
 }
+
+/// A case proptest found (shrunk): an edit made while the watcher starts
+/// up waits for a restart, and an `Applied` report about another session's
+/// watcher (stale: another name, another pid) does not cover it. The
+/// reference model used to let such a report cover it, then called the
+/// machine's restart after verification one for nothing.
+#[test]
+fn a_stale_applied_report_does_not_cover_an_edit_made_during_start_up() {
+    let policy = FreshnessPolicy {
+        auto_sync: false,
+        max_syncs_per_session: 0,
+        batch_ms: 0,
+        settle_ms: 1,
+        min_sync_gap_ms: 0,
+        modifying_tools: vec!["edit".into(), "write".into()],
+        shell_tools: Vec::new(),
+        workspace_root: "/ws".into(),
+    };
+    let watcher = |kind, name, owner, right_pid| {
+        Op::Watcher(WatcherOp {
+            kind,
+            name,
+            owner,
+            right_pid,
+        })
+    };
+    let mut world = World::new(policy);
+    let steps = [
+        (
+            0,
+            Op::Call {
+                name: 0,
+                tool: 0,
+                paths: 0,
+            },
+        ),
+        (1, watcher(WatcherReport::Started, 0, false, false)),
+        (
+            0,
+            Op::Call {
+                name: 0,
+                tool: 0,
+                paths: 1,
+            },
+        ),
+        (0, watcher(WatcherReport::Applied, 1, false, false)),
+        (1, watcher(WatcherReport::Verified, 0, true, true)),
+    ];
+    for (dt, op) in steps {
+        world.step(dt, op).unwrap();
+    }
+}

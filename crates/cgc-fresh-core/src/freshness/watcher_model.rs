@@ -378,10 +378,14 @@ impl WatcherModel {
                     .next()
                     .cloned()
                     .unwrap_or_else(|| "src/a.rs".to_owned());
-                if !(about_running && self.awaiting.remove(&path)) {
+                // A report about another watcher changes nothing; the
+                // running one reporting a path applied covers it, also one
+                // its observer could not have seen (its reconcile did).
+                if about_running && self.awaiting.remove(&path) {
+                    self.unobserved.remove(&path);
+                } else {
                     verdict.ignored = true;
                 }
-                self.unobserved.remove(&path);
                 Input::WatcherApplied {
                     session,
                     pid,
