@@ -808,3 +808,70 @@ fn a_worker_out_of_time_is_stopped_and_the_next_sync_reconciles() {
     );
     assert_eq!(worker_pids(service).len(), 1, "no worker was asked again");
 }
+
+/// A stand-in driver interpreter whose worker answers every request at
+/// once, as applied.
+fn answering_worker_python(dir: &Path) -> String {
+    let stub = dir.join("python");
+    fs::write(
+        &stub,
+        "#!/usr/bin/env python3\nimport json, sys\nargs = sys.argv[1:]\n\
+         if '--probe' in args:\n    print('CGC_FRESH_RESULT ' + json.dumps({'ok': True, 'mode': 'probe', 'missing': []}))\n    sys.exit(0)\n\
+         if args and args[-1] == 'serve':\n    for line in sys.stdin:\n        request = json.loads(line)\n\
+         \x20       answer = {'ok': True, 'mode': 'apply', 'serial': request['serial'], 'exit': 0,\n\
+         \x20                 'paths': {path: 'modified' for path in request['paths']}}\n\
+         \x20       print('CGC_FRESH_RESULT ' + json.dumps(answer), flush=True)\n    sys.exit(0)\nsys.exit(2)\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&stub, fs::Permissions::from_mode(0o755)).unwrap();
+    stub.display().to_string()
+}
+
+/// A change of the `cgc` settings (SIGHUP) lets the idle worker go — it
+/// was started for the old ones — and the next sync starts another.
+#[test]
+fn a_change_of_the_cgc_settings_lets_the_idle_worker_go() {
+    let stub = tempfile::tempdir().unwrap();
+    let python = answering_worker_python(stub.path());
+    let (sandbox, _fake, service) = indexed_with_fake(
+        json!({}),
+        &fast_env(&[
+            ("CGC_SYNC_STRATEGY", "incremental"),
+            ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
+            ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "10"),
+        ]),
+    );
+    let mut conn = open_session(&service, "s1");
+    conn.request(json!({"type": "sync"}), 77);
+    conn.wait_status("fresh");
+    crate::support::agent_edit(&mut conn, "s1", "src/a.py");
+    conn.recv_until("fresh after the first edit", |f| {
+        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 1
+    });
+    let first = worker_pids(&service);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let first = first[0] as i32;
+    assert!(crate::support::is_alive(first), "idle, waiting");
+
+    let pi = sandbox.workspace().join(".pi");
+    fs::create_dir_all(&pi).unwrap();
+    fs::write(pi.join("cgc.json"), r#"{"cgc": {"timeoutMs": 12345}}"#).unwrap();
+    service.signal(libc::SIGHUP);
+    wait_gone(first);
+    assert_eq!(service.log_events("driver_worker_dropped").len(), 1);
+
+    crate::support::agent_edit(&mut conn, "s1", "src/b.py");
+    conn.recv_until("fresh after the second edit", |f| {
+        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 2
+    });
+    assert_eq!(
+        worker_pids(&service).len(),
+        2,
+        "a new worker for the new settings"
+    );
+    assert_eq!(
+        strategies_run(&service),
+        ["reconcile", "incremental", "incremental"]
+    );
+}
