@@ -581,12 +581,10 @@ fn one_worker_applies_successive_syncs_holds_no_lock_between_them_and_stops_with
     );
     assert_eq!(functions(&cli, "second_renamed"), 1);
 
-    // A worker that died between syncs is replaced by the next one.
+    // A worker that died between syncs is replaced by the next one (once
+    // the runner has heard of its death: see the note at `Worker`).
     crate::support::send_signal(worker, libc::SIGKILL);
-    let gone = std::time::Instant::now();
-    while crate::support::is_alive(worker) && gone.elapsed() < std::time::Duration::from_secs(10) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_worker_exits(&service, 1);
     agent_batch(&mut conn, &["pkg/a.py"], || {
         replace_in(&ws, "pkg/a.py", "def first_renamed(", "def first_again(")
     });
@@ -752,6 +750,14 @@ fn sync_stuck_in_the_worker(extra: &[(&str, &str)]) -> StuckWorker {
     }
 }
 
+fn wait_worker_exits(service: &Service, count: usize) {
+    crate::support::wait_until(
+        "the runner heard of the worker's exit",
+        std::time::Duration::from_secs(10),
+        || service.log_events("driver_worker_exited").len() >= count,
+    );
+}
+
 fn wait_gone(pid: i32) {
     crate::support::wait_until(
         "the worker stopped",
@@ -773,6 +779,9 @@ fn a_session_ending_while_the_worker_applies_its_sync_stops_the_worker() {
     );
     assert_eq!(reply["type"], "ack", "{reply}");
     wait_gone(pid);
+    // Its exit reaches the runner once the supervisor has reaped it and
+    // drained its output.
+    wait_worker_exits(service, 1);
     let exits = service.log_events("driver_worker_exited");
     assert_eq!(exits.len(), 1, "{exits:?}");
     assert_eq!(exits[0]["applying"], true, "{}", exits[0]);

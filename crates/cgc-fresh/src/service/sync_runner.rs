@@ -231,7 +231,11 @@ pub struct SyncRunner {
 /// the parse cache warm between syncs; it opens the database only while it
 /// applies a request, so it holds no lock between syncs. Started, stopped
 /// and reaped by the root supervisor like every child; a sync that is
-/// cancelled or out of time stops it (the next sync starts another).
+/// cancelled or out of time stops it (the next sync starts another). One
+/// that died while idle is known dead once its exit is reported (the
+/// supervisor reaps it, then gives its pipes up to 500 ms to drain); a sync
+/// that starts in that window asks the dead worker, fails when the exit
+/// arrives, and the next sync reconciles — slower, never a false `fresh`.
 #[derive(Debug, Clone, Copy)]
 struct Worker {
     id: u64,
