@@ -539,6 +539,9 @@ mod tests {
         );
     }
 
+    /// The script, root options and cache every driver mode starts with.
+    const DRIVER_WITH_CACHE: &[&str] = &["/s/d.py", "--db", "kuzudb", "--parse-cache", "/s/c.json"];
+
     #[test]
     fn driver_argv_puts_root_options_before_the_mode() {
         let global = args(&["--db", "kuzudb"]);
@@ -553,17 +556,7 @@ mod tests {
                 Some("/s/c.json"),
                 Some(&paths(&["-odd.py", "a b.py"]))
             ),
-            args(&[
-                "/s/d.py",
-                "--db",
-                "kuzudb",
-                "--parse-cache",
-                "/s/c.json",
-                "apply",
-                "--",
-                "-odd.py",
-                "a b.py"
-            ])
+            args(&[DRIVER_WITH_CACHE, &["apply", "--", "-odd.py", "a b.py"]].concat())
         );
     }
 
@@ -577,16 +570,7 @@ mod tests {
                 "/s/c.json",
                 std::time::Duration::from_millis(1500)
             ),
-            args(&[
-                "/s/d.py",
-                "--db",
-                "kuzudb",
-                "--parse-cache",
-                "/s/c.json",
-                "--idle-exit",
-                "1",
-                "serve"
-            ])
+            args(&[DRIVER_WITH_CACHE, &["--idle-exit", "1", "serve"]].concat())
         );
         let line = worker_request(7, &paths(&["a\nb.py", "c \"d\".py"]));
         assert!(line.ends_with('\n'));
