@@ -110,4 +110,59 @@ impl RealCgc {
         let cypher = format!("MATCH (f:Function) WHERE f.name = '{name}' RETURN f.name AS name");
         Ok(self.query(&cypher)?.len())
     }
+
+    /// How many call edges carry an `args` list that is not the one their
+    /// own `args_key` encodes (CGC writes both from the same row; one
+    /// by-hand check found them apart on a large Kùzu graph, so every
+    /// sample counts them).
+    pub fn calls_with_args_unlike_their_key(&self) -> Result<usize> {
+        let mut unlike = 0;
+        for rel in ["CALLS", "HEURISTIC_CALLS"] {
+            let rows = self.query(&format!(
+                "MATCH ()-[r:{rel}]->() RETURN r.args AS args, r.args_key AS args_key"
+            ))?;
+            unlike += args_unlike_key(&rows);
+        }
+        Ok(unlike)
+    }
+}
+
+/// Rows (`args`, `args_key`) whose `args` is not what `args_key` — the
+/// JSON of the call's arguments — says; an absent list counts as empty,
+/// and a key that is not JSON is not counted.
+fn args_unlike_key(rows: &[Value]) -> usize {
+    rows.iter()
+        .filter(|row| {
+            let Some(key) = row["args_key"].as_str() else {
+                return false;
+            };
+            let Ok(expected) = serde_json::from_str::<Value>(key) else {
+                return false;
+            };
+            let args = match &row["args"] {
+                Value::Null => Value::Array(Vec::new()),
+                other => other.clone(),
+            };
+            expected != args
+        })
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_args_list_is_compared_with_the_json_its_key_holds() {
+        let rows = [
+            json!({"args": ["a", "b=1"], "args_key": "[\"a\", \"b=1\"]"}),
+            json!({"args": null, "args_key": "[]"}),
+            json!({"args": [], "args_key": "[]"}),
+            json!({"args": ["hashes=hashes"], "args_key": "[\"path\"]"}),
+            json!({"args": ["x"], "args_key": "not json"}),
+            json!({"args": ["x"]}),
+        ];
+        assert_eq!(args_unlike_key(&rows), 1);
+    }
 }
