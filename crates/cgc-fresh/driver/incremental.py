@@ -465,6 +465,18 @@ class WriterNodes:
         return False
 
 
+def sanitized_call_rows(links):
+    """(group index, row) of every call row CGC's writer does not drop
+    before it even queries (`write_function_call_groups`' sanitisation)."""
+    for index, group in enumerate(links["calls"]):
+        for row in group:
+            if not isinstance(row, dict) or not row.get("caller_file_path") or not row.get("called_name"):
+                continue
+            if row.get("called_line_number") is False or row.get("called_context") is False:
+                continue
+            yield index, row
+
+
 def row_signatures(links, nodes=None):
     """{source path: set of signatures} for all link rows of the tree.
     With `nodes` (a `WriterNodes`), CALLS, HEURISTIC_CALLS, METACLASS and
@@ -480,26 +492,20 @@ def row_signatures(links, nodes=None):
         if src:
             out.setdefault(src, set()).add(sig)
 
-    calls = links["calls"]
-    for index, group in enumerate(calls):
+    for index, row in sanitized_call_rows(links):
         caller_is_file = 4 <= index <= 7
-        for row in group:
-            if not isinstance(row, dict) or not row.get("caller_file_path") or not row.get("called_name"):
+        if nodes is not None:
+            target = CALL_GROUP_TARGETS[index] if index < len(CALL_GROUP_TARGETS) else None
+            if target == "Parameter":
+                continue  # see `parameter_signatures`
+            line = None if target == "File" else _writer_int(row.get("called_line_number"))
+            context = row.get("called_context")
+            if target and not matches(target, row.get("called_name"), row.get("called_file_path"), line,
+                                      "" if context is None else context):
                 continue
-            if row.get("called_line_number") is False or row.get("called_context") is False:
+            if not caller_is_file and not nodes.caller(row):
                 continue
-            if nodes is not None:
-                target = CALL_GROUP_TARGETS[index] if index < len(CALL_GROUP_TARGETS) else None
-                if target == "Parameter":
-                    continue  # see `parameter_signatures`
-                line = None if target == "File" else _writer_int(row.get("called_line_number"))
-                context = row.get("called_context")
-                if target and not matches(target, row.get("called_name"), row.get("called_file_path"), line,
-                                          "" if context is None else context):
-                    continue
-                if not caller_is_file and not nodes.caller(row):
-                    continue
-            add(call_signature(row, caller_is_file, None))
+        add(call_signature(row, caller_is_file, None))
     for row in links["inheritance"]:
         parent_path = row.get("resolved_parent_file_path")
         if parent_path == "__external__":
@@ -567,15 +573,9 @@ def parameter_signatures(links, nodes, backend):
     out = {}
     if backend in TYPED_SCHEMA_BACKENDS:
         return out
-    index = CALL_GROUP_TARGETS.index("Parameter")
-    calls = links["calls"]
-    group = calls[index] if index < len(calls) else []
-    for row in group:
-        if not isinstance(row, dict) or not row.get("caller_file_path") or not row.get("called_name"):
-            continue
-        if row.get("called_line_number") is False or row.get("called_context") is False:
-            continue
-        if _writer_int(row.get("called_line_number")) > 0:
+    parameter = CALL_GROUP_TARGETS.index("Parameter")
+    for index, row in sanitized_call_rows(links):
+        if index != parameter or _writer_int(row.get("called_line_number")) > 0:
             continue
         if not nodes.matches("Parameter", row.get("called_name"), row.get("called_file_path")):
             continue

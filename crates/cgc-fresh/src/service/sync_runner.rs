@@ -221,9 +221,6 @@ pub struct SyncRunner {
     worker: Option<Worker>,
     /// Workers let go whose exit is still to come (not a run's news).
     retired_workers: BTreeSet<u64>,
-    /// The settings changed while the worker applied a request: let it go
-    /// once it answered.
-    retire_worker_after_run: bool,
     next_serial: u64,
 }
 
@@ -240,6 +237,9 @@ pub struct SyncRunner {
 struct Worker {
     id: u64,
     pid: u32,
+    /// Started for `cgc` settings that have changed since: let go once it
+    /// answered the request it is applying.
+    stale: bool,
 }
 
 impl SyncRunner {
@@ -256,7 +256,6 @@ impl SyncRunner {
             driver_path: state_dir.join(DRIVER_FILE),
             worker: None,
             retired_workers: BTreeSet::new(),
-            retire_worker_after_run: false,
             next_serial: 0,
             probe: None,
             must_reconcile: None,
@@ -329,6 +328,7 @@ impl SyncRunner {
                 act.worker = Some(Worker {
                     id: started.id,
                     pid: started.pid as u32,
+                    stale: false,
                 });
                 tracing::info!(
                     component = COMPONENT,
@@ -639,9 +639,15 @@ impl SyncRunner {
             self.retired_workers.insert(id);
         }
         self.child_exited(worker.pid as i32, Some(code), None, String::new(), ctx);
-        if std::mem::take(&mut self.retire_worker_after_run) {
+        if self.worker.is_some_and(|w| w.stale) {
             self.drop_worker("the cgc settings changed");
         }
+    }
+
+    /// Whether the current run is waiting on child `id` (a worker applying
+    /// its request).
+    fn applying_with(&self, id: u64) -> bool {
+        self.run.as_ref().and_then(|run| run.phase.child()) == Some(id)
     }
 
     /// Lets the worker go (stopped through the supervisor). If a run is
@@ -650,8 +656,7 @@ impl SyncRunner {
         let Some(worker) = self.worker.take() else {
             return;
         };
-        let in_use = self.run.as_ref().and_then(|run| run.phase.child()) == Some(worker.id);
-        if !in_use {
+        if !self.applying_with(worker.id) {
             self.retired_workers.insert(worker.id);
         }
         tracing::info!(
@@ -1124,13 +1129,13 @@ impl Handler<UseSettings> for SyncRunner {
             // Another `cgc` (or other root options): probe its API again,
             // and let the worker started for the old ones go.
             self.probe = None;
-            let in_use = self
-                .worker
-                .is_some_and(|w| self.run.as_ref().and_then(|run| run.phase.child()) == Some(w.id));
-            if in_use {
-                self.retire_worker_after_run = true;
-            } else {
-                self.drop_worker("the cgc settings changed");
+            match self.worker.map(|w| w.id) {
+                Some(id) if self.applying_with(id) => {
+                    if let Some(worker) = self.worker.as_mut() {
+                        worker.stale = true;
+                    }
+                }
+                _ => self.drop_worker("the cgc settings changed"),
             }
         }
         self.settings = msg.0;
