@@ -150,13 +150,16 @@ impl Service {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
                 panic!("serve exited early ({status}); log:\n{}", self.log_text());
             }
-            if UnixStream::connect(&self.socket).is_ok() {
+            // Accepting alone is not ready: the socket takes connections
+            // from its bind on, before the guard watches its path. The
+            // service says `serving` once everything is in place.
+            if UnixStream::connect(&self.socket).is_ok() && !self.log_events("serving").is_empty() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         panic!(
-            "serve did not accept within 20 s; log:\n{}",
+            "serve did not accept and say it serves within 20 s; log:\n{}",
             self.log_text()
         );
     }
