@@ -106,16 +106,30 @@ def _identity(st):
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def cache_key(repo_posix):
-    """What must be equal for any entry to be trusted."""
-    from importlib import metadata
+# The installed CodeGraphContext and tree-sitter versions, read once per
+# process: the code that parses is the code this process imported, which a
+# later upgrade on disk does not change, and scanning every installed
+# distribution costs about 50 ms a request.
+_VERSIONS = []
 
-    versions = {}
-    try:
+
+def _parser_versions():
+    if not _VERSIONS:
+        from importlib import metadata
+
+        versions = {}
         for dist in metadata.distributions():
             name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
             if name == "codegraphcontext" or name.startswith("tree-sitter"):
                 versions[name] = dist.version
+        _VERSIONS.append(versions)
+    return _VERSIONS[0]
+
+
+def cache_key(repo_posix):
+    """What must be equal for any entry to be trusted."""
+    try:
+        versions = _parser_versions()
     except Exception:  # noqa: BLE001 - no versions, no cache
         return None
     if "codegraphcontext" not in versions:
