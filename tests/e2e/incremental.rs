@@ -837,6 +837,105 @@ fn answering_worker_python(dir: &Path) -> String {
     stub.display().to_string()
 }
 
+/// A stand-in driver interpreter whose every worker answers its first
+/// `answered` requests, as applied, and then, given the next one, ends
+/// with 0 without answering: as a worker whose idle time-out strikes just
+/// as the request is written does.
+fn tiring_worker_python(dir: &Path, answered: usize) -> String {
+    let stub = dir.join("python");
+    fs::write(
+        &stub,
+        format!(
+            "#!/usr/bin/env python3\nimport json, sys\nargs = sys.argv[1:]\n\
+             if '--probe' in args:\n    print('CGC_FRESH_RESULT ' + json.dumps({{'ok': True, 'mode': 'probe', 'missing': []}}))\n    sys.exit(0)\n\
+             if args and args[-1] == 'serve':\n    for count, line in enumerate(sys.stdin):\n\
+             \x20       if count >= {answered}:\n            sys.exit(0)\n\
+             \x20       request = json.loads(line)\n\
+             \x20       answer = {{'ok': True, 'mode': 'apply', 'serial': request['serial'], 'exit': 0,\n\
+             \x20                 'paths': {{path: 'modified' for path in request['paths']}}}}\n\
+             \x20       print('CGC_FRESH_RESULT ' + json.dumps(answer), flush=True)\n    sys.exit(0)\nsys.exit(2)\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&stub, fs::Permissions::from_mode(0o755)).unwrap();
+    stub.display().to_string()
+}
+
+/// A worker that ends by itself (exit 0) as a request reaches it has read
+/// nothing and written nothing: a new worker takes the same request, and
+/// the edit reaches `fresh` without the full reconcile a failed sync would
+/// cost.
+#[test]
+fn a_worker_that_ends_as_its_request_arrives_is_replaced_and_the_sync_applies() {
+    let stub = tempfile::tempdir().unwrap();
+    let python = tiring_worker_python(stub.path(), 1);
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({}),
+        &fast_env(&[
+            ("CGC_SYNC_STRATEGY", "incremental"),
+            ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
+            ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "10"),
+        ]),
+    );
+    let mut conn = open_session(&service, "s1");
+    conn.request(json!({"type": "sync"}), 77);
+    conn.wait_status("fresh");
+    let reconciles = fake.invocations().len();
+    crate::support::agent_edit(&mut conn, "s1", "src/a.py");
+    conn.recv_until("fresh after the first edit", |f| {
+        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 1
+    });
+    // The first worker answered once; given the second request it ends.
+    crate::support::agent_edit(&mut conn, "s1", "src/b.py");
+    let (fresh, _) = conn.recv_until("fresh after the second edit", |f| {
+        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 2
+    });
+    let detail = fresh["detail"].as_str().unwrap_or_default();
+    assert!(!detail.contains("did not finish"), "{fresh}");
+    let replaced = service.log_events("driver_worker_replaced");
+    assert_eq!(replaced.len(), 1, "{}", service.log_text());
+    assert_eq!(worker_pids(&service).len(), 2, "a second worker");
+    assert_eq!(
+        strategies_run(&service),
+        ["reconcile", "incremental", "incremental"]
+    );
+    assert_eq!(fake.invocations().len(), reconciles, "no reconcile ran");
+}
+
+/// Once only: when the new worker too ends without answering, the sync
+/// fails as an unfinished one does (the next sync reconciles).
+#[test]
+fn a_request_no_worker_answers_fails_the_sync_after_one_replacement() {
+    let stub = tempfile::tempdir().unwrap();
+    let python = tiring_worker_python(stub.path(), 0);
+    let (_sandbox, _fake, service) = indexed_with_fake(
+        json!({}),
+        &fast_env(&[
+            ("CGC_SYNC_STRATEGY", "incremental"),
+            ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
+        ]),
+    );
+    let mut conn = open_session(&service, "s1");
+    conn.request(json!({"type": "sync"}), 77);
+    conn.wait_status("fresh");
+    crate::support::agent_edit(&mut conn, "s1", "src/a.py");
+    crate::support::wait_until(
+        "the sync to fail",
+        std::time::Duration::from_secs(20),
+        || {
+            service.log_events("sync_report").iter().any(|e| {
+                let report = e["report"].as_str().unwrap_or_default();
+                report.contains("Failed") && report.contains("without its result line")
+            })
+        },
+    );
+    assert_eq!(service.log_events("driver_worker_replaced").len(), 1);
+    assert_eq!(worker_pids(&service).len(), 2, "{}", service.log_text());
+    let state = conn.request(json!({"type": "status"}), 8);
+    assert_ne!(state["status"], "fresh", "{state}");
+}
+
 /// A change of the `cgc` settings (SIGHUP) lets the idle worker go — it
 /// was started for the old ones — and the next sync starts another.
 #[test]

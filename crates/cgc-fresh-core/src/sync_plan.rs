@@ -127,6 +127,34 @@ pub fn worker_request(serial: u64, paths: &[String]) -> String {
     line
 }
 
+/// What a run does when the worker it asked exits without answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnansweredWorkerExit {
+    /// A new worker takes the same request.
+    Retry,
+    /// The run ends with this exit, as it would with a one-shot driver's.
+    End,
+}
+
+/// A worker that exits 0 without answering ended on its own before it read
+/// the request — its idle time-out struck as the request was written, or
+/// its input ended — so it wrote nothing, and a new worker can take the
+/// same request: once, and not when the run was being cancelled or was out
+/// of time. Any other exit (a signal, a crash) may have come mid-apply: the
+/// graph is in doubt, and the run ends as a failed one-shot run would.
+pub fn unanswered_worker_exit(
+    code: Option<i32>,
+    cancelled: bool,
+    timed_out: bool,
+    retried: bool,
+) -> UnansweredWorkerExit {
+    if code == Some(0) && !cancelled && !timed_out && !retried {
+        UnansweredWorkerExit::Retry
+    } else {
+        UnansweredWorkerExit::End
+    }
+}
+
 /// The interpreter named by a script's first line (`#!/path/python` or
 /// `#!/usr/bin/env python3`): program and its arguments before the script.
 pub fn interpreter_from_shebang(first_line: &str) -> Option<(String, Vec<String>)> {
@@ -558,6 +586,26 @@ mod tests {
             ),
             args(&[DRIVER_WITH_CACHE, &["apply", "--", "-odd.py", "a b.py"]].concat())
         );
+    }
+
+    #[test]
+    fn a_worker_that_ended_on_its_own_before_reading_the_request_is_replaced_once() {
+        use UnansweredWorkerExit::*;
+        assert_eq!(unanswered_worker_exit(Some(0), false, false, false), Retry);
+        // Once only: a second clean exit without an answer ends the run.
+        assert_eq!(unanswered_worker_exit(Some(0), false, false, true), End);
+        // A run being cancelled or out of time ends as it is.
+        assert_eq!(unanswered_worker_exit(Some(0), true, false, false), End);
+        assert_eq!(unanswered_worker_exit(Some(0), false, true, false), End);
+    }
+
+    #[test]
+    fn a_worker_that_died_without_answering_ends_the_run() {
+        use UnansweredWorkerExit::*;
+        // Killed, crashed or failed: it may have been mid-apply.
+        assert_eq!(unanswered_worker_exit(None, false, false, false), End);
+        assert_eq!(unanswered_worker_exit(Some(1), false, false, false), End);
+        assert_eq!(unanswered_worker_exit(Some(137), false, false, false), End);
     }
 
     #[test]

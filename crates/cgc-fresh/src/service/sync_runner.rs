@@ -27,8 +27,8 @@ use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
     classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
     is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
-    sync_argv, worker_argv, worker_request, DriverResult, DriverVerdict, SyncRun, SyncRunFacts,
-    DRIVER_EXIT_UNSUPPORTED,
+    sync_argv, unanswered_worker_exit, worker_argv, worker_request, DriverResult, DriverVerdict,
+    SyncRun, SyncRunFacts, UnansweredWorkerExit, DRIVER_EXIT_UNSUPPORTED,
 };
 
 use crate::process::busy::find_lock_holder;
@@ -164,6 +164,9 @@ enum Active {
         result: Option<DriverResult>,
         /// The worker request this run waits for the answer to.
         serial: u64,
+        /// A new worker took this request after the first one ended
+        /// without reading it (`unanswered_worker_exit`).
+        retried: bool,
     },
     Command {
         strategy: SyncStrategy,
@@ -555,6 +558,7 @@ impl SyncRunner {
             paths: paths.clone(),
             result: None,
             serial,
+            retried: false,
         });
         tracing::info!(
             component = COMPONENT,
@@ -582,20 +586,83 @@ impl SyncRunner {
                 self.report(flight, SyncEvent::Spawned { pid: worker.pid });
                 self.send_request(worker.id, serial, &paths, ctx);
             }
-            (None, Some((program, mut argv))) => {
-                let Some(script) = argv.pop() else { return };
-                let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
-                argv.extend(worker_argv(
-                    &script,
-                    &self.settings.cgc.global_args,
-                    &cache.display().to_string(),
-                    WORKER_IDLE_EXIT,
-                ));
-                // The request goes once the spawn reply names the worker.
-                self.spawn_program(program, argv, ChildKind::Worker, ctx);
-            }
+            (None, Some((program, argv))) => self.spawn_worker(program, argv, ctx),
             (None, None) => {}
         }
+    }
+
+    /// Starts a worker from the driver's command; the current run's
+    /// request goes once the spawn reply names it.
+    fn spawn_worker(&mut self, program: PathBuf, mut argv: Vec<String>, ctx: &mut Context<Self>) {
+        let Some(script) = argv.pop() else { return };
+        let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
+        argv.extend(worker_argv(
+            &script,
+            &self.settings.cgc.global_args,
+            &cache.display().to_string(),
+            WORKER_IDLE_EXIT,
+        ));
+        self.spawn_program(program, argv, ChildKind::Worker, ctx);
+    }
+
+    /// The worker the current run asked exited (`code`) without answering:
+    /// whether a new worker took the request (`unanswered_worker_exit`).
+    /// When it did not, the run ends with that exit.
+    fn replace_unanswering_worker(
+        &mut self,
+        id: u64,
+        code: Option<i32>,
+        during_shutdown: bool,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let Some(run) = self.run.as_ref() else {
+            return false;
+        };
+        let Some(Active::Driver {
+            paths,
+            result: None,
+            retried,
+            ..
+        }) = &run.active
+        else {
+            return false;
+        };
+        let cancelled = run.facts.cancelled || during_shutdown || run.end_requested.is_some();
+        let verdict = unanswered_worker_exit(code, cancelled, run.facts.timed_out, *retried);
+        if verdict == UnansweredWorkerExit::End {
+            return false;
+        }
+        let paths = paths.clone();
+        let Ok((program, argv)) = self.driver_command() else {
+            return false;
+        };
+        self.next_serial += 1;
+        let serial = self.next_serial;
+        let Some(run) = self.run.as_mut() else {
+            return false;
+        };
+        // The new worker gets the whole time budget: the old one read
+        // nothing, so no time went into this request.
+        if let Some(timer) = run.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        run.phase = Phase::Syncing { child: None };
+        run.active = Some(Active::Driver {
+            paths,
+            result: None,
+            serial,
+            retried: true,
+        });
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_replaced",
+            flight = run.flight.0,
+            id,
+            serial,
+            reason = "it ended before it read the request"
+        );
+        self.spawn_worker(program, argv, ctx);
+        true
     }
 
     /// Asks the worker to apply `paths`; its answer is a result line with
@@ -1100,6 +1167,9 @@ impl Handler<ChildEvent> for SyncRunner {
                     if current != Some(id) {
                         // Idle (its idle exit, or it died): the next sync
                         // starts another.
+                        return;
+                    }
+                    if self.replace_unanswering_worker(id, status.code(), during_shutdown, ctx) {
                         return;
                     }
                 }
