@@ -818,30 +818,11 @@ fn a_worker_out_of_time_is_stopped_and_the_next_sync_reconciles() {
     assert_eq!(worker_pids(service).len(), 1, "no worker was asked again");
 }
 
-/// A stand-in driver interpreter whose worker answers every request at
-/// once, as applied.
-fn answering_worker_python(dir: &Path) -> String {
-    let stub = dir.join("python");
-    fs::write(
-        &stub,
-        "#!/usr/bin/env python3\nimport json, sys\nargs = sys.argv[1:]\n\
-         if '--probe' in args:\n    print('CGC_FRESH_RESULT ' + json.dumps({'ok': True, 'mode': 'probe', 'missing': []}))\n    sys.exit(0)\n\
-         if args and args[-1] == 'serve':\n    for line in sys.stdin:\n        request = json.loads(line)\n\
-         \x20       answer = {'ok': True, 'mode': 'apply', 'serial': request['serial'], 'exit': 0,\n\
-         \x20                 'paths': {path: 'modified' for path in request['paths']}}\n\
-         \x20       print('CGC_FRESH_RESULT ' + json.dumps(answer), flush=True)\n    sys.exit(0)\nsys.exit(2)\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&stub, fs::Permissions::from_mode(0o755)).unwrap();
-    stub.display().to_string()
-}
-
 /// A stand-in driver interpreter whose every worker answers its first
-/// `answered` requests, as applied, and then, given the next one, ends
-/// with 0 without answering: as a worker whose idle time-out strikes just
-/// as the request is written does.
-fn tiring_worker_python(dir: &Path, answered: usize) -> String {
+/// `answered` requests at once, as applied, and then, given the next one,
+/// ends with 0 without answering: as a worker whose idle time-out strikes
+/// just as the request is written does.
+fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
     let stub = dir.join("python");
     fs::write(
         &stub,
@@ -862,15 +843,20 @@ fn tiring_worker_python(dir: &Path, answered: usize) -> String {
     stub.display().to_string()
 }
 
-/// A worker that ends by itself (exit 0) as a request reaches it has read
-/// nothing and written nothing: a new worker takes the same request, and
-/// the edit reaches `fresh` without the full reconcile a failed sync would
-/// cost.
-#[test]
-fn a_worker_that_ends_as_its_request_arrives_is_replaced_and_the_sync_applies() {
+/// A service on the fake `cgc` whose incremental syncs go to the stand-in
+/// worker (`stand_in_worker_python`), its session's baseline reconciled.
+struct StandInWorker {
+    _stub: tempfile::TempDir,
+    sandbox: Sandbox,
+    fake: crate::support::FakeCgc,
+    service: Service,
+    conn: crate::support::Conn,
+}
+
+fn service_with_stand_in_worker(answered: usize) -> StandInWorker {
     let stub = tempfile::tempdir().unwrap();
-    let python = tiring_worker_python(stub.path(), 1);
-    let (_sandbox, fake, service) = indexed_with_fake(
+    let python = stand_in_worker_python(stub.path(), answered);
+    let (sandbox, fake, service) = indexed_with_fake(
         json!({}),
         &fast_env(&[
             ("CGC_SYNC_STRATEGY", "incremental"),
@@ -881,23 +867,44 @@ fn a_worker_that_ends_as_its_request_arrives_is_replaced_and_the_sync_applies() 
     let mut conn = open_session(&service, "s1");
     conn.request(json!({"type": "sync"}), 77);
     conn.wait_status("fresh");
+    StandInWorker {
+        _stub: stub,
+        sandbox,
+        fake,
+        service,
+        conn,
+    }
+}
+
+/// The agent edits `path` (its `epoch`-th edit); returns the `fresh` state
+/// that follows.
+fn edit_until_fresh(conn: &mut crate::support::Conn, path: &str, epoch: u64) -> Value {
+    crate::support::agent_edit(conn, "s1", path);
+    conn.recv_until("fresh after the edit", |f| {
+        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == epoch
+    })
+    .0
+}
+
+/// A worker that ends by itself (exit 0) as a request reaches it has read
+/// nothing and written nothing: a new worker takes the same request, and
+/// the edit reaches `fresh` without the full reconcile a failed sync would
+/// cost.
+#[test]
+fn a_worker_that_ends_as_its_request_arrives_is_replaced_and_the_sync_applies() {
+    let mut run = service_with_stand_in_worker(1);
+    let (fake, service, conn) = (&run.fake, &run.service, &mut run.conn);
     let reconciles = fake.invocations().len();
-    crate::support::agent_edit(&mut conn, "s1", "src/a.py");
-    conn.recv_until("fresh after the first edit", |f| {
-        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 1
-    });
+    edit_until_fresh(conn, "src/a.py", 1);
     // The first worker answered once; given the second request it ends.
-    crate::support::agent_edit(&mut conn, "s1", "src/b.py");
-    let (fresh, _) = conn.recv_until("fresh after the second edit", |f| {
-        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 2
-    });
+    let fresh = edit_until_fresh(conn, "src/b.py", 2);
     let detail = fresh["detail"].as_str().unwrap_or_default();
     assert!(!detail.contains("did not finish"), "{fresh}");
     let replaced = service.log_events("driver_worker_replaced");
     assert_eq!(replaced.len(), 1, "{}", service.log_text());
-    assert_eq!(worker_pids(&service).len(), 2, "a second worker");
+    assert_eq!(worker_pids(service).len(), 2, "a second worker");
     assert_eq!(
-        strategies_run(&service),
+        strategies_run(service),
         ["reconcile", "incremental", "incremental"]
     );
     assert_eq!(fake.invocations().len(), reconciles, "no reconcile ran");
@@ -907,19 +914,9 @@ fn a_worker_that_ends_as_its_request_arrives_is_replaced_and_the_sync_applies() 
 /// fails as an unfinished one does (the next sync reconciles).
 #[test]
 fn a_request_no_worker_answers_fails_the_sync_after_one_replacement() {
-    let stub = tempfile::tempdir().unwrap();
-    let python = tiring_worker_python(stub.path(), 0);
-    let (_sandbox, _fake, service) = indexed_with_fake(
-        json!({}),
-        &fast_env(&[
-            ("CGC_SYNC_STRATEGY", "incremental"),
-            ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
-        ]),
-    );
-    let mut conn = open_session(&service, "s1");
-    conn.request(json!({"type": "sync"}), 77);
-    conn.wait_status("fresh");
-    crate::support::agent_edit(&mut conn, "s1", "src/a.py");
+    let mut run = service_with_stand_in_worker(0);
+    let (service, conn) = (&run.service, &mut run.conn);
+    crate::support::agent_edit(conn, "s1", "src/a.py");
     crate::support::wait_until(
         "the sync to fail",
         std::time::Duration::from_secs(20),
@@ -931,7 +928,7 @@ fn a_request_no_worker_answers_fails_the_sync_after_one_replacement() {
         },
     );
     assert_eq!(service.log_events("driver_worker_replaced").len(), 1);
-    assert_eq!(worker_pids(&service).len(), 2, "{}", service.log_text());
+    assert_eq!(worker_pids(service).len(), 2, "{}", service.log_text());
     let state = conn.request(json!({"type": "status"}), 8);
     assert_ne!(state["status"], "fresh", "{state}");
 }
@@ -940,24 +937,10 @@ fn a_request_no_worker_answers_fails_the_sync_after_one_replacement() {
 /// was started for the old ones — and the next sync starts another.
 #[test]
 fn a_change_of_the_cgc_settings_lets_the_idle_worker_go() {
-    let stub = tempfile::tempdir().unwrap();
-    let python = answering_worker_python(stub.path());
-    let (sandbox, _fake, service) = indexed_with_fake(
-        json!({}),
-        &fast_env(&[
-            ("CGC_SYNC_STRATEGY", "incremental"),
-            ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
-            ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "10"),
-        ]),
-    );
-    let mut conn = open_session(&service, "s1");
-    conn.request(json!({"type": "sync"}), 77);
-    conn.wait_status("fresh");
-    crate::support::agent_edit(&mut conn, "s1", "src/a.py");
-    conn.recv_until("fresh after the first edit", |f| {
-        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 1
-    });
-    let first = worker_pids(&service);
+    let mut run = service_with_stand_in_worker(usize::MAX);
+    let (sandbox, service, conn) = (&run.sandbox, &run.service, &mut run.conn);
+    edit_until_fresh(conn, "src/a.py", 1);
+    let first = worker_pids(service);
     assert_eq!(first.len(), 1, "{first:?}");
     let first = first[0] as i32;
     assert!(crate::support::is_alive(first), "idle, waiting");
@@ -969,17 +952,14 @@ fn a_change_of_the_cgc_settings_lets_the_idle_worker_go() {
     wait_gone(first);
     assert_eq!(service.log_events("driver_worker_dropped").len(), 1);
 
-    crate::support::agent_edit(&mut conn, "s1", "src/b.py");
-    conn.recv_until("fresh after the second edit", |f| {
-        f["type"] == "state" && f["status"] == "fresh" && f["edit_epoch"] == 2
-    });
+    edit_until_fresh(conn, "src/b.py", 2);
     assert_eq!(
-        worker_pids(&service).len(),
+        worker_pids(service).len(),
         2,
         "a new worker for the new settings"
     );
     assert_eq!(
-        strategies_run(&service),
+        strategies_run(service),
         ["reconcile", "incremental", "incremental"]
     );
 }
