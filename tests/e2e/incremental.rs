@@ -72,6 +72,9 @@ pub(crate) fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service 
         ("CGC_FRESHNESS_SETTLE_MS", "5000"),
         ("CGC_FRESHNESS_MIN_SYNC_GAP_MS", "0"),
         ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "10"),
+        // Every answer of the worker's resolution memo is checked against
+        // CGC's own resolution run whole; a difference fails the sync.
+        ("CGC_FRESH_VERIFY_RESOLUTION", "1"),
     ];
     env.extend(cli.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     Service::start(sandbox, &[], &env)
@@ -367,6 +370,18 @@ fn synced_and_from_scratch(
     let mut expected = vec!["reconcile"];
     expected.extend(syncs.iter().map(|_| "incremental"));
     assert_eq!(strategies_run(&service), expected, "{name}");
+    if syncs.len() > 1 {
+        // The worker's later syncs took most files' resolved calls from
+        // its memo, checked against CGC's whole resolution.
+        let applied = service.log_events("incremental_applied");
+        let last = applied.last().expect("an incremental sync");
+        let timings = last["timings"].as_str().unwrap_or_default();
+        assert!(
+            timing(timings, "resolution_reused").is_some_and(|n| n > 0.0)
+                && timing(timings, "resolution_verified") == Some(1.0),
+            "{name}: {last}"
+        );
+    }
     drop(conn);
     // Kùzu lets one process at a time open the database.
     drop(service);
@@ -381,6 +396,14 @@ fn synced_and_from_scratch(
     let scratch = backend.cli(cgc, &ws, &scratch_home, &format!("{name}-scratch"));
     scratch.index();
     (synced, scratch.dump())
+}
+
+/// A number from the driver's timings as the service logs them (the debug
+/// form of a map: `"name": 1.0`).
+fn timing(timings: &str, name: &str) -> Option<f64> {
+    let rest = &timings[timings.find(&format!("\"{name}\": "))? + name.len() + 4..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].trim().parse().ok()
 }
 
 pub(crate) fn assert_same_graph(synced: &GraphDump, scratch: &GraphDump, what: &str) {
@@ -460,6 +483,126 @@ fn two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on
         return;
     };
     both_orders_equal_from_scratch(&backend);
+}
+
+// ---- The worker's resolution memo -------------------------------------------
+
+/// Edits whose effect on call resolution reaches files that did not
+/// change: a class rebased onto one with other methods (its users' method
+/// calls), a called function renamed and replaced by another arity (its
+/// callers), and a new module defining a second function of a called name
+/// (the callers' candidates). Each is its own sync through one worker,
+/// whose memo must re-resolve exactly the affected files: every answer is
+/// checked against CGC's whole resolution (`CGC_FRESH_VERIFY_RESOLUTION`),
+/// the later syncs must have reused files, and the final graph equals a
+/// from-scratch index.
+fn memo_follows_edits_into_unchanged_files(backend: &GraphBackend) {
+    let Some(cgc) = real_cgc() else { return };
+    let sandbox = Sandbox::new();
+    let (ws, home) = (sandbox.workspace(), sandbox.home());
+    write(&ws, "pkg/__init__.py", "");
+    write(
+        &ws,
+        "pkg/base.py",
+        "class Base:\n    def greet(self):\n        return 1\n",
+    );
+    write(
+        &ws,
+        "pkg/other.py",
+        "class Other:\n    def greet(self):\n        return 2\n\n    def extra(self):\n        return 3\n",
+    );
+    write(
+        &ws,
+        "pkg/child.py",
+        "from pkg.base import Base\nfrom pkg.other import Other\n\n\nclass Child(Base):\n    pass\n",
+    );
+    write(
+        &ws,
+        "pkg/user.py",
+        "from pkg.child import Child\n\n\ndef use():\n    c = Child()\n    return c.greet() + c.extra()\n",
+    );
+    write(&ws, "pkg/helpers.py", "def helper(x):\n    return x\n");
+    write(
+        &ws,
+        "pkg/caller.py",
+        "from pkg.helpers import helper\n\n\ndef call():\n    return helper(1)\n\n\ndef call_two():\n    return helper(1, 2)\n",
+    );
+    let cli = backend.cli(&cgc, &ws, &home, "memo");
+    cli.index();
+    let service = service(&sandbox, &cli, &cgc);
+    let mut conn = open_session(&service, "s1");
+    baseline_sync(&mut conn, &service);
+
+    let edits = [
+        Half {
+            paths: &["pkg/child.py"],
+            apply: |ws| {
+                replace_in(
+                    ws,
+                    "pkg/child.py",
+                    "class Child(Base)",
+                    "class Child(Other)",
+                )
+            },
+        },
+        Half {
+            paths: &["pkg/helpers.py"],
+            apply: |ws| {
+                write(
+                    ws,
+                    "pkg/helpers.py",
+                    "def helper_one(x):\n    return x\n\n\ndef helper(x, y):\n    return x + y\n",
+                )
+            },
+        },
+        Half {
+            paths: &["pkg/late.py"],
+            apply: |ws| write(ws, "pkg/late.py", "def helper(x):\n    return -x\n"),
+        },
+    ];
+    for edit in edits {
+        agent_batch(&mut conn, edit.paths, || (edit.apply)(&ws));
+        wait_synced_fresh(&mut conn);
+    }
+    let applied = service.log_events("incremental_applied");
+    assert_eq!(applied.len(), 3, "{applied:?}");
+    for later in &applied[1..] {
+        let timings = later["timings"].as_str().unwrap_or_default();
+        assert_eq!(timing(timings, "resolution_verified"), Some(1.0), "{later}");
+        assert!(
+            timing(timings, "resolution_reused").is_some_and(|n| n > 0.0),
+            "the memo answered for the files no edit reached: {later}"
+        );
+    }
+    drop(conn);
+    drop(service);
+    let synced = cli.dump();
+    assert!(
+        synced
+            .relationships
+            .iter()
+            .any(|r| r.contains("CALLS") && r.contains("extra")),
+        "user.py's call of extra() now resolves through Other: {:?}",
+        synced.relationships
+    );
+    let scratch_home = sandbox.root.path().join("scratch-home");
+    fs::create_dir_all(&scratch_home).unwrap();
+    let scratch = backend.cli(&cgc, &ws, &scratch_home, "memo-scratch");
+    scratch.index();
+    assert_same_graph(&synced, &scratch.dump(), "after the memo's syncs");
+}
+
+#[test]
+fn the_resolution_memo_follows_edits_into_files_that_did_not_change_on_kuzu() {
+    memo_follows_edits_into_unchanged_files(&GraphBackend::Kuzu);
+}
+
+#[test]
+fn the_resolution_memo_follows_edits_into_files_that_did_not_change_on_a_falkordb_server() {
+    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
+        return;
+    };
+    memo_follows_edits_into_unchanged_files(&backend);
 }
 
 // ---- Only what changed is re-linked ----------------------------------------

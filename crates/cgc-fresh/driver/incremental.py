@@ -724,6 +724,7 @@ def module_metadata_row(backend):
 
 
 PARSE_CACHE_MODULE = "incremental-parse-cache.py"
+RESOLUTION_MEMO_MODULE = "incremental-resolution-memo.py"
 
 
 def open_parse_cache(path, repo_posix):
@@ -745,6 +746,40 @@ def open_parse_cache(path, repo_posix):
     except Exception as exc:  # noqa: BLE001 - no cache, every file parsed
         print(f"cgc-fresh: no parse cache: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
+
+
+# The worker's resolution memo (see `resolution_memo.py`), made at its
+# first request; a one-shot run makes one and uses it once.
+_RESOLUTION_MEMO = []
+
+
+def resolve_calls(all_ok, imports_map, timings):
+    """CGC's `build_function_call_groups` over the whole tree, through the
+    resolution memo when its module (installed next to this file) loads;
+    any failure to load it means the function as shipped."""
+    from codegraphcontext.tools.indexing.resolution import calls
+
+    if not _RESOLUTION_MEMO:
+        memo = None
+        try:
+            import importlib.util
+
+            here = os.path.dirname(os.path.abspath(__file__))
+            spec = importlib.util.spec_from_file_location(
+                "cgc_fresh_resolution_memo", os.path.join(here, RESOLUTION_MEMO_MODULE)
+            )
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            memo = module.ResolutionMemo(calls)
+            if memo.off:
+                print(f"cgc-fresh: resolution {memo.off}", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - no memo, the whole resolution
+            print(f"cgc-fresh: no resolution memo: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _RESOLUTION_MEMO.append(memo)
+    memo = _RESOLUTION_MEMO[0]
+    if memo is None:
+        return calls.build_function_call_groups(all_ok, imports_map, None, diagnostics=[])
+    return memo.resolve(all_ok, imports_map, timings)
 
 
 class RequestMemos:
@@ -830,7 +865,6 @@ def run_apply(opts, rel_paths, timings):
     from codegraphcontext.tools.indexing.discovery import discover_files_to_index
     from codegraphcontext.tools.indexing.persistence.writer import sort_import_rows_for_metadata
     from codegraphcontext.tools.indexing.resolution import inheritance as inh
-    from codegraphcontext.tools.indexing.resolution.calls import build_function_call_groups
 
     timings["imports_s"] = round(time.monotonic() - timings.pop("_t0"), 3)
     t = time.monotonic()
@@ -894,7 +928,7 @@ def run_apply(opts, rel_paths, timings):
             "binds": inh.build_binds_links(all_ok, imports_map),
             "previews": inh.build_previews_links(all_ok, imports_map),
         }
-        links["calls"] = tuple(build_function_call_groups(all_ok, imports_map, None, diagnostics=[]))
+        links["calls"] = tuple(resolve_calls(all_ok, imports_map, timings))
         writer_nodes = WriterNodes(fd for (_f, fd) in parsed.values())
         expected = row_signatures(links, writer_nodes)
         targets = row_targets(links)

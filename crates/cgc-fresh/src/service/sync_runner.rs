@@ -65,6 +65,10 @@ pub const DRIVER_FILE: &str = "incremental-driver.py";
 /// next to the driver, which loads it by this name.
 pub const PARSE_CACHE_MODULE: &str = include_str!("../../driver/parse_cache.py");
 pub const PARSE_CACHE_MODULE_FILE: &str = "incremental-parse-cache.py";
+/// The resolution memo the driver's worker keeps between requests
+/// (`driver/resolution_memo.py`), installed next to the driver.
+pub const RESOLUTION_MEMO_MODULE: &str = include_str!("../../driver/resolution_memo.py");
+pub const RESOLUTION_MEMO_MODULE_FILE: &str = "incremental-resolution-memo.py";
 /// The parse cache itself (CGC's per-file parse results between syncs),
 /// in the same private state directory; the driver writes it.
 pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
@@ -485,10 +489,12 @@ impl SyncRunner {
         };
         crate::paths::ensure_private_dir(self.driver_path.parent().unwrap_or(Path::new(".")))
             .map_err(|error| format!("state directory: {error}"))?;
-        let module_path = self.driver_path.with_file_name(PARSE_CACHE_MODULE_FILE);
+        let cache_module = self.driver_path.with_file_name(PARSE_CACHE_MODULE_FILE);
+        let memo_module = self.driver_path.with_file_name(RESOLUTION_MEMO_MODULE_FILE);
         for (path, text) in [
             (&self.driver_path, INCREMENTAL_DRIVER),
-            (&module_path, PARSE_CACHE_MODULE),
+            (&cache_module, PARSE_CACHE_MODULE),
+            (&memo_module, RESOLUTION_MEMO_MODULE),
         ] {
             crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())
