@@ -829,29 +829,41 @@ class RequestMemos:
 
 
 class RealpathMemo:
-    """`os.path.realpath` answered from a memo while it is in force (see
-    `RequestMemos`)."""
+    """`os.path.realpath`, and `Path.resolve` on top of it, answered from a
+    memo while it is in force (see `RequestMemos`): the same path resolved
+    again gives the same (immutable) `Path`, without the walk or the
+    parsing of its result."""
 
     def __enter__(self):
+        import pathlib
         import posixpath
 
-        self._original = posixpath.realpath
-        original = self._original
-        memo = {}
+        self._originals = (posixpath.realpath, pathlib.Path.resolve)
+        realpath_original, resolve_original = self._originals
+        realpaths = {}
+        resolved = {}
 
         def realpath(path, *args, **kwargs):
             key = (os.fspath(path), args, tuple(sorted(kwargs.items())))
-            if key not in memo:
-                memo[key] = original(path, *args, **kwargs)
-            return memo[key]
+            if key not in realpaths:
+                realpaths[key] = realpath_original(path, *args, **kwargs)
+            return realpaths[key]
+
+        def resolve(self, strict=False):
+            key = (type(self), str(self), strict)
+            if key not in resolved:
+                resolved[key] = resolve_original(self, strict=strict)
+            return resolved[key]
 
         posixpath.realpath = realpath
+        pathlib.Path.resolve = resolve
         return self
 
     def __exit__(self, *_exc):
+        import pathlib
         import posixpath
 
-        posixpath.realpath = self._original
+        posixpath.realpath, pathlib.Path.resolve = self._originals
         return False
 
 
