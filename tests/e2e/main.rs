@@ -16,6 +16,7 @@ mod lifetimes;
 mod parse_cache;
 mod protocol;
 mod real_cgc;
+mod resolution_memo;
 mod serve;
 mod sessions;
 mod shell_edits;
