@@ -281,6 +281,21 @@ def _fingerprint(value):
         return object()
 
 
+def _with_cells(function, **values):
+    """`function` with the named variables it closes over bound to other
+    values, or None when it does not close over exactly those."""
+    import types
+
+    code = function.__code__
+    if sorted(values) != sorted(set(values) & set(code.co_freevars)) or function.__closure__ is None:
+        return None
+    cells = tuple(
+        types.CellType(values[name]) if name in values else cell
+        for name, cell in zip(code.co_freevars, function.__closure__)
+    )
+    return types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__, cells)
+
+
 def _entries(mapping):
     """A mapping's fingerprints by key, and whether it is empty."""
     entries = {k: _fingerprint(v) for k, v in dict.items(mapping)}
@@ -438,6 +453,7 @@ class _State:
         # file key -> (fd fingerprint, its reads, the names it read,
         # marshalled edges)
         self.files = {}
+        self.lang_views = {}  # language -> CGC's view of `imports_map` for it
 
 
 class _Run:
@@ -465,9 +481,10 @@ class _Run:
         _Reads.written = []
         out = {}
         scalars = {}
+        views = None
         for name, value in values.items():
             if name == LANG_VIEWS and callable(value):
-                out[name] = self._lang_views(value, all_file_data)
+                views = value  # after the maps: it is built from `imports_map`
             elif isinstance(value, dict):
                 tracked = (TrackedDefaultDict if isinstance(value, collections.defaultdict) else TrackedDict)(name, value)
                 self._record(name, "map", _entries(value))
@@ -483,6 +500,8 @@ class _Run:
             else:
                 scalars[name] = value
                 out[name] = value
+        if views is not None:
+            out[LANG_VIEWS] = self._lang_views(views, all_file_data, values.get("imports_map"))
         if self.state is not None:
             self.state.scalars = _fingerprint(sorted(scalars.items(), key=lambda item: item[0]))
         self._diff()
@@ -490,13 +509,40 @@ class _Run:
         self.loop_started = time.monotonic()
         return out
 
-    def _lang_views(self, original, all_file_data):
+    def _lang_views(self, original, all_file_data, imports_map):
+        """CGC's per-language views of `imports_map` as tracked maps. Each
+        view filters `imports_map` entry by entry (by the paths' suffixes),
+        so after the first request only the entries whose paths changed are
+        filtered again — by CGC's own closure, given just those entries —
+        and the others are taken from the previous request's view; about
+        0.2 s at 2 000 files, most of it `Path(p).suffix`."""
         views = {}
+        previous = self.previous
+        changed = None
+        if previous is not None and self.state is not None and isinstance(imports_map, dict):
+            before = previous.fingerprints.get("imports_map")
+            now = self.state.fingerprints.get("imports_map")
+            if before is not None and now is not None:
+                changed = {k: imports_map[k] for k in imports_map if before.get(k, ALL) != now.get(k, ALL)}
         for lang in sorted({fd.get("lang") for fd in all_file_data if fd.get("lang")}):
             name = f"{LANG_VIEWS}:{lang}"
-            data = original(lang)
+            kept = previous.lang_views.get(lang) if previous is not None and changed is not None else None
+            filtered = _with_cells(original, imports_map=changed, _lang_imports_cache={}) if kept is not None else None
+            if filtered is None:
+                data = original(lang)
+            else:
+                again = filtered(lang)
+                data = {}
+                for key in imports_map:
+                    if key in changed:
+                        if key in again:
+                            data[key] = again[key]
+                    elif key in kept:
+                        data[key] = kept[key]
             views[lang] = TrackedDict(name, data)
             self._record(name, "map", _entries(data))
+            if self.state is not None:
+                self.state.lang_views[lang] = data
 
         def tracked_views(lang):
             view = views.get(lang)
