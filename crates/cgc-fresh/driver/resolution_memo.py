@@ -313,8 +313,7 @@ def _file_key(fd):
 def _bound_names(statements):
     """Names a run of statements binds in the function's own scope."""
     names = set()
-    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
-              ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    scopes = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
     def targets(node):
         for sub in ast.walk(node):
@@ -326,6 +325,16 @@ def _bound_names(statements):
             names.add(node.name)
             return
         if isinstance(node, scopes):
+            # A comprehension's own variables stay in it; an assignment
+            # expression in it binds in the function.
+            stack = [] if isinstance(node, ast.Lambda) else [node]
+            while stack:
+                inner = stack.pop()
+                if isinstance(inner, ast.NamedExpr):
+                    targets(inner.target)
+                stack.extend(child for child in ast.iter_child_nodes(inner)
+                             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                       ast.ClassDef)))
             return
         if isinstance(node, ast.Assign):
             for target in node.targets:
