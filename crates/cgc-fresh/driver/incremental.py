@@ -727,6 +727,17 @@ PARSE_CACHE_MODULE = "incremental-parse-cache.py"
 RESOLUTION_MEMO_MODULE = "incremental-resolution-memo.py"
 
 
+def load_companion(file_name, module_name):
+    """A module the service installs next to this file."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(module_name, os.path.join(here, file_name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def open_parse_cache(path, repo_posix):
     """The parse cache at `path` (None: parse every file). Its code is the
     module installed next to this file; any failure to load it means no
@@ -734,15 +745,7 @@ def open_parse_cache(path, repo_posix):
     if not path:
         return None
     try:
-        import importlib.util
-
-        here = os.path.dirname(os.path.abspath(__file__))
-        spec = importlib.util.spec_from_file_location(
-            "cgc_fresh_parse_cache", os.path.join(here, PARSE_CACHE_MODULE)
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.open_cache(path, repo_posix)
+        return load_companion(PARSE_CACHE_MODULE, "cgc_fresh_parse_cache").open_cache(path, repo_posix)
     except Exception as exc:  # noqa: BLE001 - no cache, every file parsed
         print(f"cgc-fresh: no parse cache: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
@@ -762,15 +765,7 @@ def resolve_calls(all_ok, imports_map, timings):
     if not _RESOLUTION_MEMO:
         memo = None
         try:
-            import importlib.util
-
-            here = os.path.dirname(os.path.abspath(__file__))
-            spec = importlib.util.spec_from_file_location(
-                "cgc_fresh_resolution_memo", os.path.join(here, RESOLUTION_MEMO_MODULE)
-            )
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            memo = module.ResolutionMemo(calls)
+            memo = load_companion(RESOLUTION_MEMO_MODULE, "cgc_fresh_resolution_memo").ResolutionMemo(calls)
             if memo.off:
                 print(f"cgc-fresh: resolution {memo.off}", file=sys.stderr)
         except Exception as exc:  # noqa: BLE001 - no memo, the whole resolution
