@@ -752,8 +752,9 @@ def open_parse_cache(path, repo_posix):
 
 
 # The worker's resolution memo (see `resolution_memo.py`), made at its
-# first request; a one-shot run makes one and uses it once.
+# first request. A one-shot run has no later request to use it for.
 _RESOLUTION_MEMO = []
+SERVING = []
 
 
 def resolve_calls(all_ok, imports_map, timings):
@@ -762,6 +763,8 @@ def resolve_calls(all_ok, imports_map, timings):
     any failure to load it means the function as shipped."""
     from codegraphcontext.tools.indexing.resolution import calls
 
+    if not SERVING:
+        return calls.build_function_call_groups(all_ok, imports_map, None, diagnostics=[])
     if not _RESOLUTION_MEMO:
         memo = None
         try:
@@ -1293,6 +1296,7 @@ def serve(opts):
     graph's, is in doubt: the next sync starts a fresh process)."""
     import select
 
+    SERVING.append(True)
     pending = b""
     while True:
         try:

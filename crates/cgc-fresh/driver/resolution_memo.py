@@ -699,6 +699,10 @@ class ResolutionMemo:
             self.off = f"memo off: the per-file loop wrote to {exc}"
         except NameError as exc:
             self.off = f"memo off: the per-file loop read a value another file's iteration left ({exc})"
+        except Exception as exc:  # noqa: BLE001 - CGC's own error comes again below
+            # Whatever else went wrong with the hooks, the function run whole
+            # answers (and raises again if the error was CGC's own).
+            self.off = f"memo off: {type(exc).__name__}: {exc}"
         finally:
             _Reads.active = None
             self.namespace["__memo_run"] = None
