@@ -19,6 +19,25 @@ use crate::support::{
     args_of, fast_env, indexed_with_fake, open_session, real_cgc, strategies_run, Sandbox, Service,
 };
 
+/// The two tests of one real-CLI check: on Kùzu, and on a FalkorDB server
+/// (which returns at once where no FalkorDB is installed).
+macro_rules! on_both_backends {
+    ($check:ident, $on_kuzu:ident, $on_falkordb:ident) => {
+        #[test]
+        fn $on_kuzu() {
+            $check(&GraphBackend::Kuzu);
+        }
+
+        #[test]
+        fn $on_falkordb() {
+            let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
+                return;
+            };
+            $check(&backend);
+        }
+    };
+}
+
 fn names(rows: &[Value], column: &str) -> BTreeSet<String> {
     rows.iter()
         .filter_map(|row| row[column].as_str().map(str::to_string))
@@ -238,19 +257,11 @@ fn edits_reach_the_graph_before_fresh(backend: &GraphBackend) {
     );
 }
 
-#[test]
-fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_kuzu() {
-    edits_reach_the_graph_before_fresh(&GraphBackend::Kuzu);
-}
-
-#[test]
-fn renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_a_falkordb_server()
-{
-    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
-        return;
-    };
-    edits_reach_the_graph_before_fresh(&backend);
-}
+on_both_backends!(
+    edits_reach_the_graph_before_fresh,
+    renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_kuzu,
+    renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_a_falkordb_server
+);
 
 // ---- The synced graph equals a from-scratch index ----------------------------
 
@@ -458,32 +469,17 @@ fn both_orders_equal_from_scratch(backend: &GraphBackend) {
     }
 }
 
-#[test]
-fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_kuzu() {
-    one_sync_equals_from_scratch(&GraphBackend::Kuzu);
-}
+on_both_backends!(
+    one_sync_equals_from_scratch,
+    an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_kuzu,
+    an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server
+);
 
-#[test]
-fn an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server() {
-    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
-        return;
-    };
-    one_sync_equals_from_scratch(&backend);
-}
-
-#[test]
-fn two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_kuzu() {
-    both_orders_equal_from_scratch(&GraphBackend::Kuzu);
-}
-
-#[test]
-fn two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server()
-{
-    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
-        return;
-    };
-    both_orders_equal_from_scratch(&backend);
-}
+on_both_backends!(
+    both_orders_equal_from_scratch,
+    two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_kuzu,
+    two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server
+);
 
 // ---- The worker's resolution memo -------------------------------------------
 
@@ -592,18 +588,11 @@ fn memo_follows_edits_into_unchanged_files(backend: &GraphBackend) {
     assert_same_graph(&synced, &scratch.dump(), "after the memo's syncs");
 }
 
-#[test]
-fn the_resolution_memo_follows_edits_into_files_that_did_not_change_on_kuzu() {
-    memo_follows_edits_into_unchanged_files(&GraphBackend::Kuzu);
-}
-
-#[test]
-fn the_resolution_memo_follows_edits_into_files_that_did_not_change_on_a_falkordb_server() {
-    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
-        return;
-    };
-    memo_follows_edits_into_unchanged_files(&backend);
-}
+on_both_backends!(
+    memo_follows_edits_into_unchanged_files,
+    the_resolution_memo_follows_edits_into_files_that_did_not_change_on_kuzu,
+    the_resolution_memo_follows_edits_into_files_that_did_not_change_on_a_falkordb_server
+);
 
 // ---- Only what changed is re-linked ----------------------------------------
 
@@ -655,19 +644,11 @@ fn an_edit_relinks_only_what_changed(backend: &GraphBackend) {
     );
 }
 
-#[test]
-fn an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_kuzu() {
-    an_edit_relinks_only_what_changed(&GraphBackend::Kuzu);
-}
-
-#[test]
-fn an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_a_falkordb_server(
-) {
-    let Some(backend) = GraphBackend::falkordb_with_real_cgc() else {
-        return;
-    };
-    an_edit_relinks_only_what_changed(&backend);
-}
+on_both_backends!(
+    an_edit_relinks_only_what_changed,
+    an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_kuzu,
+    an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_a_falkordb_server
+);
 
 // ---- The driver's worker ---------------------------------------------------
 

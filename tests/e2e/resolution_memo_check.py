@@ -15,9 +15,8 @@ import sys
 import tempfile
 import types
 
-STAND_INS = {
-    # A map built over every file, then a loop that only reads it.
-    "reads": '''
+# The map built over every file, and the loop over each file's calls.
+INDEX_AND_LOOP = '''
 def build_function_call_groups(all_file_data, imports_map, file_class_lookup=None, diagnostics=None):
     index = {}
     for fd in all_file_data:
@@ -26,6 +25,11 @@ def build_function_call_groups(all_file_data, imports_map, file_class_lookup=Non
     resolved_calls = []
     for idx, file_data in enumerate(all_file_data):
         for call in file_data.get("calls", []):
+'''
+
+STAND_INS = {
+    # A loop that only reads the map.
+    "reads": INDEX_AND_LOOP + '''
             targets = index.get(call)
             if targets:
                 resolved_calls.append({"caller": file_data["path"], "callee": call, "to": targets[0]})
@@ -33,15 +37,7 @@ def build_function_call_groups(all_file_data, imports_map, file_class_lookup=Non
 ''',
     # The loop adds to the map: a file's answer depends on the files
     # before it.
-    "writes": '''
-def build_function_call_groups(all_file_data, imports_map, file_class_lookup=None, diagnostics=None):
-    index = {}
-    for fd in all_file_data:
-        for name in fd.get("functions", []):
-            index.setdefault(name, []).append(fd["path"])
-    resolved_calls = []
-    for idx, file_data in enumerate(all_file_data):
-        for call in file_data.get("calls", []):
+    "writes": INDEX_AND_LOOP + '''
             targets = index.setdefault(call, [file_data["path"]])
             resolved_calls.append({"caller": file_data["path"], "callee": call, "to": targets[0]})
     return (resolved_calls,)
