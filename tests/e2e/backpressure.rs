@@ -389,7 +389,12 @@ fn a_service_at_its_descriptor_limit_warns_once_and_summarises_when_it_accepts_a
         });
     }
     let child = cmd.spawn().expect("spawn serve");
-    let service = Service { child, socket, log };
+    let service = Service {
+        child,
+        socket,
+        log,
+        says_serving: true,
+    };
     let mut first = Conn::connect_when_listening(&service.socket);
     first.hello();
 

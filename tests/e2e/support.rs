@@ -97,6 +97,8 @@ pub struct Service {
     pub child: Child,
     pub socket: PathBuf,
     pub log: PathBuf,
+    /// Whether its log level lets it log `serving` (info).
+    pub says_serving: bool,
 }
 
 impl Service {
@@ -141,7 +143,16 @@ impl Service {
             .stderr(fs::File::create(&log).expect("log file"))
             .spawn()
             .expect("spawn serve");
-        Service { child, socket, log }
+        let quiet = |level: &str| ["warn", "error", "off"].iter().any(|q| level.contains(q));
+        let says_serving = !env
+            .iter()
+            .any(|(k, v)| matches!(*k, "CGC_FRESH_LOG" | "RUST_LOG") && quiet(v));
+        Service {
+            child,
+            socket,
+            log,
+            says_serving,
+        }
     }
 
     fn wait_ready(&mut self) {
@@ -152,8 +163,11 @@ impl Service {
             }
             // Accepting alone is not ready: the socket takes connections
             // from its bind on, before the guard watches its path. The
-            // service says `serving` once everything is in place.
-            if UnixStream::connect(&self.socket).is_ok() && !self.log_events("serving").is_empty() {
+            // service says `serving` once everything is in place (unless
+            // its log level hides it: then accepting is all there is).
+            if UnixStream::connect(&self.socket).is_ok()
+                && (!self.says_serving || !self.log_events("serving").is_empty())
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
