@@ -43,9 +43,34 @@ fn mode(path: &Path) -> u32 {
         & 0o7777
 }
 
+/// The pids of the fake `cgc` processes a test left running (a daemon
+/// sleeps ten minutes): killed when the test ends, whatever became of the
+/// service that started them.
+struct Leftovers(Vec<i32>);
+
+impl std::ops::Deref for Leftovers {
+    type Target = [i32];
+    fn deref(&self) -> &[i32] {
+        &self.0
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // Only while the pid still names a fake `cgc` of ours.
+            let ours = fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("fake-cgc"));
+            if ours {
+                crate::support::send_signal(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// A first service whose session runs a hung sync that left a daemon;
 /// returns it with the pids of its children (sync and daemon).
-fn first_with_children() -> (Sandbox, FakeCgc, Service, Conn, Vec<i32>) {
+fn first_with_children() -> (Sandbox, FakeCgc, Service, Conn, Leftovers) {
     let (sandbox, fake, service) = indexed_with_fake(hanging_sync_with_daemon(), &ENV);
     let mut conn = service.connect();
     conn.hello();
@@ -56,7 +81,7 @@ fn first_with_children() -> (Sandbox, FakeCgc, Service, Conn, Vec<i32>) {
     wait_until("the sync and its daemon", Duration::from_secs(10), || {
         fake.records().iter().any(|r| r["event"] == "daemon")
     });
-    let pids = fake.all_pids();
+    let pids = Leftovers(fake.all_pids());
     assert!(pids.len() >= 2, "{:?}", fake.records());
     (sandbox, fake, service, conn, pids)
 }
@@ -437,7 +462,7 @@ fn a_clean_stop_leaves_no_lock_or_registry_and_removes_only_its_own_socket() {
     // First stop: the socket is ours and goes with everything else.
     service.signal(libc::SIGTERM);
     assert!(service.wait_exit(Duration::from_secs(15)).success());
-    for pid in &children {
+    for pid in children.iter() {
         wait_until("a child to be gone", Duration::from_secs(5), || {
             !is_alive(*pid)
         });
