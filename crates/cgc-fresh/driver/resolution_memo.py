@@ -287,7 +287,7 @@ def _with_cells(function, **values):
     import types
 
     code = function.__code__
-    if sorted(values) != sorted(set(values) & set(code.co_freevars)) or function.__closure__ is None:
+    if not set(values) <= set(code.co_freevars) or function.__closure__ is None:
         return None
     cells = tuple(
         types.CellType(values[name]) if name in values else cell
@@ -480,7 +480,6 @@ class _Run:
         self.open = None  # (key, fd fp, reads, start)
         self.reused = 0
         self.resolved = 0
-        self.full_reason = "first request" if previous is None else None
 
     # -- before the loop
 
@@ -558,7 +557,6 @@ class _Run:
             if view is None:
                 # Not seen in the files' languages: answered, and the run's
                 # answers are not kept (a later request could not diff it).
-                self.full_reason = self.full_reason or f"imports asked for language {lang!r}"
                 self.state = None
                 return original(lang)
             return view
@@ -577,7 +575,8 @@ class _Run:
             self.everything = True
             return
         if previous.scalars != self.state.scalars:
-            self.everything, self.full_reason = True, "a setting or flag of the resolution changed"
+            # A setting or flag of the resolution changed: every file.
+            self.everything = True
             return
         for name in previous.kinds.keys() | self.state.kinds.keys():
             if previous.kinds.get(name) != self.state.kinds.get(name):

@@ -552,20 +552,14 @@ impl SyncRunner {
                 }
             },
         };
-        self.next_serial += 1;
-        let serial = self.next_serial;
-        let Some(run) = self.run.as_mut() else { return };
-        let flight = run.flight;
-        run.phase = Phase::Syncing { child: None };
-        run.facts = SyncRunFacts::default();
-        run.end_requested = None;
+        let Some((flight, serial)) = self.new_driver_request(paths.clone(), false) else {
+            return;
+        };
+        if let Some(run) = self.run.as_mut() {
+            run.facts = SyncRunFacts::default();
+            run.end_requested = None;
+        }
         let count = paths.len();
-        run.active = Some(Active::Driver {
-            paths: paths.clone(),
-            result: None,
-            serial,
-            retried: false,
-        });
         tracing::info!(
             component = COMPONENT,
             event = "sync_strategy",
@@ -595,6 +589,22 @@ impl SyncRunner {
             (None, Some((program, argv))) => self.spawn_worker(program, argv, ctx),
             (None, None) => {}
         }
+    }
+
+    /// Makes `paths` the current run's driver request under a new serial
+    /// (waiting for its child); the run's flight and the serial.
+    fn new_driver_request(&mut self, paths: Vec<String>, retried: bool) -> Option<(FlightId, u64)> {
+        self.next_serial += 1;
+        let serial = self.next_serial;
+        let run = self.run.as_mut()?;
+        run.phase = Phase::Syncing { child: None };
+        run.active = Some(Active::Driver {
+            paths,
+            result: None,
+            serial,
+            retried,
+        });
+        Some((run.flight, serial))
     }
 
     /// Starts a worker from the driver's command; the current run's
@@ -642,27 +652,18 @@ impl SyncRunner {
         let Ok((program, argv)) = self.driver_command() else {
             return false;
         };
-        self.next_serial += 1;
-        let serial = self.next_serial;
-        let Some(run) = self.run.as_mut() else {
-            return false;
-        };
         // The new worker gets the whole time budget: the old one read
         // nothing, so no time went into this request.
-        if let Some(timer) = run.timer.take() {
+        if let Some(timer) = self.run.as_mut().and_then(|run| run.timer.take()) {
             ctx.cancel_future(timer);
         }
-        run.phase = Phase::Syncing { child: None };
-        run.active = Some(Active::Driver {
-            paths,
-            result: None,
-            serial,
-            retried: true,
-        });
+        let Some((flight, serial)) = self.new_driver_request(paths, true) else {
+            return false;
+        };
         tracing::info!(
             component = COMPONENT,
             event = "driver_worker_replaced",
-            flight = run.flight.0,
+            flight = flight.0,
             id,
             serial,
             reason = "it ended before it read the request"
