@@ -826,6 +826,33 @@ class RequestMemos:
         return False
 
 
+class CollectorPaused:
+    """Python's cyclic garbage collector paused for one request.
+
+    A request builds hundreds of thousands of long-lived objects (every
+    file's parse result, CGC's maps, the resolved rows) and frees almost
+    all of them by reference count; the collector, triggered by allocation
+    counts alone, kept walking that live heap to find little garbage
+    (measured at 2 000 modules: about 0.7 s of a 3.3 s warm request). The
+    few cycles a request leaves are collected when it has answered
+    (`release_memory`), so they are bounded by one request. A collector
+    someone else paused stays paused."""
+
+    def __enter__(self):
+        import gc
+
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *_exc):
+        import gc
+
+        if self._was_enabled:
+            gc.enable()
+        return False
+
+
 class RealpathMemo:
     """`os.path.realpath`, and `Path.resolve` on top of it, answered from a
     memo while it is in force (see `RequestMemos`): the same path resolved
@@ -1262,7 +1289,7 @@ def run_request(opts, paths):
         for rel in rel_paths:
             if not isinstance(rel, str) or os.path.isabs(rel) or rel.split("/")[0] == "..":
                 raise Unsupported(f"not a workspace-relative path: {rel!r}")
-        with RequestMemos():
+        with RequestMemos(), CollectorPaused():
             applied = run_apply(opts, rel_paths, timings)
         timings["total_s"] = round(time.monotonic() - started, 3)
         result.update(mode="apply", ok=True, requested=len(rel_paths), timings=timings, **applied)
