@@ -132,13 +132,46 @@ impl GraphCli {
         query_rows(&self.command(&["query", cypher]).output().unwrap())
     }
 
+    /// The interpreter of the `cgc` (its `#!` line), which has the
+    /// backend's client library.
+    fn python(&self) -> String {
+        let text = fs::read_to_string(&self.cgc).unwrap();
+        text.lines()
+            .next()
+            .unwrap()
+            .trim_start_matches("#!")
+            .trim()
+            .to_string()
+    }
+
+    /// Runs one Cypher statement on a Kùzu graph with Kùzu's own client, as
+    /// another program on the machine could: `cgc query` refuses writes.
+    pub fn write_kuzu(&self, cypher: &str) {
+        assert_eq!(self.dump_args[0], "kuzu", "a Kùzu graph");
+        let out = Command::new(self.python())
+            .args([
+                "-c",
+                "import kuzu, sys\n\
+                 db = kuzu.Database(sys.argv[1])\n\
+                 kuzu.Connection(db).execute(sys.argv[2])\n\
+                 db.close()\n",
+            ])
+            .arg(&self.dump_args[1])
+            .arg(cypher)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kuzu write failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The graph's canonical dump, read with the interpreter of the `cgc`
     /// (its `#!` line), which has the backend's client library.
     pub fn dump(&self) -> GraphDump {
-        let text = fs::read_to_string(&self.cgc).unwrap();
-        let python = text.lines().next().unwrap().trim_start_matches("#!").trim();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/e2e/graph_dump.py");
-        let out = Command::new(python)
+        let out = Command::new(self.python())
             .arg(script)
             .args(&self.dump_args)
             .output()

@@ -94,6 +94,9 @@ pub(crate) fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service 
         // Every answer of the worker's resolution memo is checked against
         // CGC's own resolution run whole; a difference fails the sync.
         ("CGC_FRESH_VERIFY_RESOLUTION", "1"),
+        // Likewise every answer of its stored-edge memo (Kùzu), against a
+        // fresh read of the database.
+        ("CGC_FRESH_VERIFY_STORED_EDGES", "1"),
     ];
     env.extend(cli.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     Service::start(sandbox, &[], &env)
@@ -392,6 +395,18 @@ fn synced_and_from_scratch(
                 && timing(timings, "resolution_verified") == Some(1.0),
             "{name}: {last}"
         );
+        // On Kùzu it also took the stored edges from its memo (checked
+        // against a fresh read); a server's graph is always read.
+        let remembered = if matches!(backend, GraphBackend::Kuzu) {
+            1.0
+        } else {
+            0.0
+        };
+        assert_eq!(
+            timing(timings, "stored_edges_remembered"),
+            Some(remembered),
+            "{name}: {last}"
+        );
     }
     drop(conn);
     // Kùzu lets one process at a time open the database.
@@ -562,9 +577,19 @@ fn memo_follows_edits_into_unchanged_files(backend: &GraphBackend) {
     }
     let applied = service.log_events("incremental_applied");
     assert_eq!(applied.len(), 3, "{applied:?}");
+    let remembered = if matches!(backend, GraphBackend::Kuzu) {
+        1.0
+    } else {
+        0.0
+    };
     for later in &applied[1..] {
         let timings = later["timings"].as_str().unwrap_or_default();
         assert_eq!(timing(timings, "resolution_verified"), Some(1.0), "{later}");
+        assert_eq!(
+            timing(timings, "stored_edges_remembered"),
+            Some(remembered),
+            "{later}"
+        );
         assert!(
             timing(timings, "resolution_reused").is_some_and(|n| n > 0.0),
             "the memo answered for the files no edit reached: {later}"

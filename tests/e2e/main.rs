@@ -21,6 +21,7 @@ mod serve;
 mod sessions;
 mod shell_edits;
 mod soak;
+mod stored_edges;
 mod supervision;
 mod sync;
 mod watcher;

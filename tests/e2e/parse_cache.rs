@@ -22,7 +22,7 @@ use crate::support::{open_session, real_cgc, strategies_run, Sandbox, Service};
 const CACHE_FILE: &str = "incremental-parse-cache.json";
 
 /// The driver's timings of every applied incremental sync, in order.
-fn driver_timings(service: &Service) -> Vec<Value> {
+pub(crate) fn driver_timings(service: &Service) -> Vec<Value> {
     service
         .log_events("incremental_applied")
         .iter()
@@ -34,7 +34,7 @@ fn driver_timings(service: &Service) -> Vec<Value> {
         .collect()
 }
 
-fn figure(timings: &Value, key: &str) -> u64 {
+pub(crate) fn figure(timings: &Value, key: &str) -> u64 {
     timings[key]
         .as_f64()
         .unwrap_or_else(|| panic!("no {key} in {timings}")) as u64

@@ -725,6 +725,7 @@ def module_metadata_row(backend):
 
 PARSE_CACHE_MODULE = "incremental-parse-cache.py"
 RESOLUTION_MEMO_MODULE = "incremental-resolution-memo.py"
+STORED_EDGES_MODULE = "incremental-stored-edges.py"
 
 
 def load_companion(file_name, module_name):
@@ -738,6 +739,12 @@ def load_companion(file_name, module_name):
     return module
 
 
+# A worker's parse cache module and its `Resident`, loaded at its first
+# request and kept (a one-shot run loads the module afresh and keeps
+# nothing).
+_PARSE_CACHE = []
+
+
 def open_parse_cache(path, repo_posix):
     """The parse cache at `path` (None: parse every file). Its code is the
     module installed next to this file; any failure to load it means no
@@ -745,10 +752,34 @@ def open_parse_cache(path, repo_posix):
     if not path:
         return None
     try:
-        return load_companion(PARSE_CACHE_MODULE, "cgc_fresh_parse_cache").open_cache(path, repo_posix)
+        if not SERVING:
+            return load_companion(PARSE_CACHE_MODULE, "cgc_fresh_parse_cache").open_cache(path, repo_posix)
+        if not _PARSE_CACHE:
+            module = load_companion(PARSE_CACHE_MODULE, "cgc_fresh_parse_cache")
+            _PARSE_CACHE.append((module, module.Resident()))
+        module, resident = _PARSE_CACHE[0]
+        return module.open_cache(path, repo_posix, resident)
     except Exception as exc:  # noqa: BLE001 - no cache, every file parsed
         print(f"cgc-fresh: no parse cache: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
+
+
+# The worker's stored-edge memo (see `stored_edges.py`), made at its first
+# request; None when its module does not load (then edges are read).
+_STORED_EDGE_MEMO = []
+
+
+def stored_edge_memo():
+    if not SERVING:
+        return None
+    if not _STORED_EDGE_MEMO:
+        memo = None
+        try:
+            memo = load_companion(STORED_EDGES_MODULE, "cgc_fresh_stored_edges").StoredEdgeMemo()
+        except Exception as exc:  # noqa: BLE001 - no memo, the edges read
+            print(f"cgc-fresh: no stored-edge memo: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _STORED_EDGE_MEMO.append(memo)
+    return _STORED_EDGE_MEMO[0]
 
 
 # The worker's resolution memo (see `resolution_memo.py`), made at its
@@ -1026,14 +1057,21 @@ def run_apply(opts, rel_paths, timings):
     t = lock_t0 = time.monotonic()
     db_manager, graph_builder, _finder, _ctx = _initialize_services(None, cwd=repo)
     timings["db_open_s"] = round(time.monotonic() - t, 3)
+    applied = None
     try:
-        return apply_with_database(
+        applied = apply_with_database(
             repo, repo_posix, prefix, graph_builder, parsed, links, (expected, writer_nodes), targets, csharp_paths,
             module_first, module_defined, imports_map, changed, changed_abs, timings,
         )
+        return applied
     finally:
         t = time.monotonic()
-        close_database(db_manager)
+        closed = close_database(db_manager)
+        memo = stored_edge_memo()
+        if memo:
+            # What the request wrote is remembered only if all of it was
+            # written and the database closed.
+            memo.closed(closed and applied is not None)
         timings["db_close_s"] = round(time.monotonic() - t, 3)
         # From opening the database until it is closed: how long the
         # person's own `cgc` is locked out.
@@ -1065,9 +1103,10 @@ def close_database(db_manager):
         else:
             db_manager.close_driver()
     except Exception:  # noqa: BLE001 - closing must not hide the result
-        pass
+        return False
     finally:
         gc.unfreeze()
+    return True
 
 
 def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, targets, csharp_paths,
@@ -1096,26 +1135,39 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     if not repo_rows:
         raise Unsupported(f"{repo_posix} is not indexed (no Repository node): a full sync is needed")
 
-    stored_files = {p.replace("\\", "/") for p in gb.get_repo_file_paths(repo)}
+    def read_stored():
+        """The repository's stored File paths, and its stored link edges as
+        signatures per source file."""
+        files = {p.replace("\\", "/") for p in gb.get_repo_file_paths(repo)}
+        edges = {}
+        for rel, shape, query in stored_edge_queries():
+            keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
+            try:
+                records = read(query, keys, prefix=prefix)
+            except Exception as exc:  # noqa: BLE001
+                if _is_binder_error(exc):
+                    continue
+                raise
+            for rec in records:
+                edges.setdefault(rec.get("src"), set()).add(stored_signature(rel, shape, rec))
+        return edges, files
 
-    # Stored link edges of the repository, as signatures per source file.
-    stored = {}
-    dependants = set()
-    for rel, shape, query in stored_edge_queries():
-        keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
-        try:
-            records = read(query, keys, prefix=prefix)
-        except Exception as exc:  # noqa: BLE001
-            if _is_binder_error(exc):
-                continue
-            raise
-        for rec in records:
-            src = rec.get("src")
-            stored.setdefault(src, set()).add(stored_signature(rel, shape, rec))
-            if rec.get("dp") in changed_abs and src not in changed_abs:
-                dependants.add(src)
+    memo = stored_edge_memo()
+    place = memo.place(backend, getattr(gb.db_manager, "db_path", None), prefix) if memo else None
+    remembered = memo.recall(place) if memo else None
+    if remembered is None or memo.verify:
+        stored, stored_files = read_stored()
+        if memo:
+            memo.check(remembered, (stored, stored_files))
+    else:
+        stored, stored_files = remembered
+    timings["stored_edges_remembered"] = 0 if remembered is None else 1
     # Edges into the changed files from outside the repository prefix are
-    # not ours to re-link; edges from inside were read above.
+    # not ours to re-link; edges from inside are in `stored`.
+    dependants = {
+        src for src, sigs in stored.items()
+        if src not in changed_abs and any(sig[4] in changed_abs for sig in sigs)
+    }
 
     outcome = {}
     to_write = []
@@ -1231,6 +1283,11 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
             )
     writer._purge_dangling_pathless_nodes()
     timings["post_s"] = round(time.monotonic() - t, 3)
+    if memo:
+        memo.remember(
+            place, stored, stored_files, unlink=set(unlink), changed=changed_abs, relinked=relink,
+            expected=expected, deleted=to_delete, written=written,
+        )
     return {
         "paths": outcome,
         "written": len(written),

@@ -31,10 +31,26 @@ JSON never writes a raw tab or newline inside a value, so each line splits
 at its first tab; payloads are decoded only when used. Tuples (CGC's parse
 results hold some, and its resolution compares them) are stored as
 `{"\\u0000tuple": [...]}`; a value JSON cannot carry exactly is not stored.
+
+A long-lived worker also keeps a `Resident` between its requests, so that a
+warm request decodes no JSON and parses no file twice:
+
+- every payload it decoded, as `marshal` bytes keyed by the payload's raw
+  bytes in the file (the same bytes always decode to the same value, so
+  this needs no other check); `marshal` gives back tuples as tuples and
+  fresh objects each time, so a request that changes a parse result in
+  place cannot change the next one's;
+- the entries it made that the file does not hold yet (see `GAIN_SHARE`),
+  used under the same identity rule as the file's and written with the
+  next rewrite.
+
+The file is still read and checked on every request; only its decoding is
+saved. A file ignored (any doubt above) drops the worker's entries too.
 """
 
 import hashlib
 import json
+import marshal
 import math
 import os
 import secrets
@@ -161,12 +177,38 @@ def _as_json(value):
     return json.loads(json.dumps(value))
 
 
+class Resident:
+    """What a long-lived worker keeps of the cache between requests (see
+    the module doc). Bounded by the cache itself: it holds the payloads
+    the last request used and the entries it made."""
+
+    def __init__(self):
+        self.key = None
+        # raw payload bytes -> marshal bytes of its decoded value
+        self.decoded = {}
+        # path -> (identity, {part: encoded}, {part: marshal bytes})
+        self.made = {}
+
+
 class ParseCache:
     """One sync's view of the cache: what was loaded, what this run adds."""
 
-    def __init__(self, path, key):
+    def __init__(self, path, key, resident=None):
         self.path = path
         self.key = key
+        self.resident = resident
+        carried = resident is not None and resident.key == key
+        # What the worker's last request left (empty for a first request,
+        # another key, or no worker).
+        self.carried_decoded = resident.decoded if carried else {}
+        self.carried_made = resident.made if carried else {}
+        # The same, for the next request: what this one used or made.
+        self.next_decoded = {}
+        # path -> {part: marshal bytes} of what this run made
+        self.made_marshal = {}
+        # path -> decoded payload, this request's, and its identity
+        self.decoded = {}
+        self.decoded_ident = {}
         self.started_ns = time.time_ns()
         # path -> (identity, raw payload line or None, decoded payload or None)
         self.loaded = {}
@@ -193,6 +235,10 @@ class ParseCache:
         except Exception as exc:  # noqa: BLE001 - any doubt: ignored
             self.loaded = {}
             self.state = "ignored"
+            # The worker's own entries too: a file in doubt means every
+            # file is parsed again.
+            self.carried_decoded = {}
+            self.carried_made = {}
             print(f"cgc-fresh: parse cache ignored: {exc}", file=sys.stderr)
         self.load_s = time.monotonic() - t
 
@@ -249,22 +295,42 @@ class ParseCache:
         return entries
 
     def _payload(self, path, ident):
-        """The loaded payload for `path` if its identity still holds."""
+        """The payload for `path` if its identity still holds: loaded from
+        the file, or made by the worker's last request and not written yet."""
+        decoded = self.decoded.get(path)
+        if decoded is not None:
+            return decoded if self.decoded_ident[path] == ident else None
         entry = self.loaded.get(path)
-        if entry is None or entry[0] != ident:
+        if entry is not None and entry[0] == ident:
+            decoded = self._decode(path, entry[1])
+        else:
+            carried = self.carried_made.get(path)
+            if carried is None or carried[0] != ident:
+                return None
+            decoded = {part: marshal.loads(raw) for part, raw in carried[2].items()}
+            self.made[path] = (ident, dict(carried[1]))
+            self.made_marshal[path] = dict(carried[2])
+        if decoded is not None:
+            self.decoded[path] = decoded
+            self.decoded_ident[path] = ident
+        return decoded
+
+    def _decode(self, path, raw):
+        known = self.carried_decoded.get(raw)
+        if known is not None:
+            self.next_decoded[raw] = known
+            return marshal.loads(known)
+        try:
+            decoded = json.loads(raw, object_hook=_detuple)
+        except Exception:  # noqa: BLE001 - an entry in doubt is a miss
+            self.loaded.pop(path, None)
             return None
-        if entry[2] is None:
-            try:
-                decoded = json.loads(entry[1], object_hook=_detuple)
-            except Exception:  # noqa: BLE001 - an entry in doubt is a miss
-                self.loaded.pop(path, None)
-                return None
-            if type(decoded) is not dict:
-                self.loaded.pop(path, None)
-                return None
-            entry = (entry[0], entry[1], decoded)
-            self.loaded[path] = entry
-        return entry[2]
+        if type(decoded) is not dict:
+            self.loaded.pop(path, None)
+            return None
+        if self.resident is not None:
+            self.next_decoded[raw] = marshal.dumps(decoded)
+        return decoded
 
     # ---------------------------------------------------------- using
 
@@ -282,13 +348,17 @@ class ParseCache:
             return
         try:
             encoded = _encode(value)
-        except Uncacheable:
+            frozen = marshal.dumps(value) if self.resident is not None else None
+        except (Uncacheable, ValueError):
             return
         made = self.made.get(key)
         if made is None or made[0] != ident:
             made = (ident, {})
             self.made[key] = made
+            self.made_marshal[key] = {}
         made[1][part] = encoded
+        if frozen is not None:
+            self.made_marshal[key][part] = frozen
 
     def parse(self, builder, repo, path):
         """`builder.parse_file(repo, path, False)`, from the cache when the
@@ -371,7 +441,23 @@ class ParseCache:
             self._save()
         except Exception as exc:  # noqa: BLE001 - a cache not written is a cold start
             print(f"cgc-fresh: parse cache not written: {exc}", file=sys.stderr)
+        self._leave_resident()
         self.save_s = time.monotonic() - t
+
+    def _leave_resident(self):
+        """Hands the worker's `Resident` what this request used and made
+        (complete entries of files as they are now); the rest goes."""
+        if self.resident is None:
+            return
+        made = {}
+        if not self.saved:
+            for path, (ident, parts) in self.made.items():
+                frozen = self.made_marshal.get(path, {})
+                if self.current.get(path) == ident and set(parts) == set(frozen) == {"parse", "prescan"}:
+                    made[path] = (ident, parts, frozen)
+        self.resident.key = self.key
+        self.resident.decoded = self.next_decoded
+        self.resident.made = made
 
     def _save(self):
         lines = {}
@@ -444,12 +530,13 @@ class ParseCache:
         }
 
 
-def open_cache(path, repo_posix):
+def open_cache(path, repo_posix, resident=None):
     """The cache at `path` for this repository, loaded; None when no key
-    can be made (then nothing is cached)."""
+    can be made (then nothing is cached). A long-lived worker passes its
+    `Resident`, the same one for every request."""
     key = cache_key(repo_posix)
     if key is None:
         return None
-    cache = ParseCache(path, key)
+    cache = ParseCache(path, key, resident)
     cache.load()
     return cache

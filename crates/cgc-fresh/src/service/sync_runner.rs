@@ -69,6 +69,10 @@ pub const PARSE_CACHE_MODULE_FILE: &str = "incremental-parse-cache.py";
 /// (`driver/resolution_memo.py`), installed next to the driver.
 pub const RESOLUTION_MEMO_MODULE: &str = include_str!("../../driver/resolution_memo.py");
 pub const RESOLUTION_MEMO_MODULE_FILE: &str = "incremental-resolution-memo.py";
+/// The stored-edge memo the driver's worker keeps between requests
+/// (`driver/stored_edges.py`), installed next to the driver.
+pub const STORED_EDGES_MODULE: &str = include_str!("../../driver/stored_edges.py");
+pub const STORED_EDGES_MODULE_FILE: &str = "incremental-stored-edges.py";
 /// The parse cache itself (CGC's per-file parse results between syncs),
 /// in the same private state directory; the driver writes it.
 pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
@@ -491,10 +495,12 @@ impl SyncRunner {
             .map_err(|error| format!("state directory: {error}"))?;
         let cache_module = self.driver_path.with_file_name(PARSE_CACHE_MODULE_FILE);
         let memo_module = self.driver_path.with_file_name(RESOLUTION_MEMO_MODULE_FILE);
+        let edges_module = self.driver_path.with_file_name(STORED_EDGES_MODULE_FILE);
         for (path, text) in [
             (&self.driver_path, INCREMENTAL_DRIVER),
             (&cache_module, PARSE_CACHE_MODULE),
             (&memo_module, RESOLUTION_MEMO_MODULE),
+            (&edges_module, STORED_EDGES_MODULE),
         ] {
             crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())

@@ -1,0 +1,90 @@
+//! The incremental worker's stored-edge memo, against the real CLI (0.6.13,
+//! Kùzu): a request takes the repository's stored link edges from what the
+//! worker's last request left only while no other process has opened the
+//! database since; after the person's own `cgc` or another program's write
+//! the edges are read again, and a change made behind the worker's back is
+//! repaired by the next sync. Every remembered answer is also checked
+//! against a fresh read (`CGC_FRESH_VERIFY_STORED_EDGES`, set by
+//! `incremental::service`).
+//!
+//! Real-CLI tests need `CGC_FRESH_REAL_CGC` (see `real_cgc.rs`).
+
+use std::fs;
+
+use crate::graph_backend::GraphBackend;
+use crate::incremental::{
+    agent_batch, assert_same_graph, baseline_sync, replace_in, service, wait_synced_fresh,
+    write_modules,
+};
+use crate::parse_cache::{driver_timings, figure};
+use crate::support::{open_session, real_cgc, Sandbox};
+
+#[test]
+fn the_stored_edge_memo_is_used_only_while_no_other_process_opened_the_database() {
+    let Some(cgc) = real_cgc() else { return };
+    let sandbox = Sandbox::new();
+    let ws = sandbox.workspace();
+    write_modules(&ws, 12);
+    let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &sandbox.home(), "stored-edges");
+    cli.index();
+
+    let service = service(&sandbox, &cli, &cgc);
+    let mut conn = open_session(&service, "s1");
+    baseline_sync(&mut conn, &service);
+    let mut rename = |module: usize| {
+        let path = format!("pkg/mod_{module:03}.py");
+        agent_batch(&mut conn, &[path.as_str()], || {
+            replace_in(
+                &ws,
+                &path,
+                &format!("m{module:03}_helper"),
+                &format!("m{module:03}_assist"),
+            )
+        });
+        wait_synced_fresh(&mut conn);
+    };
+
+    // 1. The worker's first request reads the edges; 2. its next one
+    // remembers them.
+    rename(1);
+    rename(5);
+    // 3. The person's own (read-only) query opened the database: read.
+    let rows = cli.query("MATCH (f:Function) WHERE f.name = 'm005_assist' RETURN f.name AS n");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rename(7);
+    // 4. Nobody else since: remembered.
+    rename(8);
+    // 5. Another program deleted a stored call edge of a file no edit
+    // touches: the edges are read, that file is re-linked.
+    cli.write_kuzu(
+        "MATCH (a:Function {name: 'm003_compute'})-[r:CALLS]->(b:Function {name: 'm002_export'}) DELETE r",
+    );
+    rename(10);
+
+    let timings = driver_timings(&service);
+    let remembered: Vec<u64> = timings
+        .iter()
+        .map(|t| figure(t, "stored_edges_remembered"))
+        .collect();
+    assert_eq!(remembered, [0, 1, 0, 1, 0], "{timings:?}");
+    drop(conn);
+    drop(service);
+
+    let synced = cli.dump();
+    assert!(
+        synced
+            .relationships
+            .iter()
+            .any(|r| r.contains("m003_compute") && r.contains("m002_export")),
+        "the edge deleted behind the worker's back is back"
+    );
+    let scratch_home = sandbox.root.path().join("scratch-home");
+    fs::create_dir_all(&scratch_home).unwrap();
+    let scratch = GraphBackend::Kuzu.cli(&cgc, &ws, &scratch_home, "stored-edges-scratch");
+    scratch.index();
+    assert_same_graph(
+        &synced,
+        &scratch.dump(),
+        "after the stored-edge memo's syncs",
+    );
+}
