@@ -1109,6 +1109,29 @@ def close_database(db_manager):
     return True
 
 
+def delete_link_edges(write, sources, changed):
+    """Deletes every link edge out of `sources` or into `changed`: one
+    query over all link types (at 2 000 modules on Kùzu, 0.02 s against
+    0.08-0.13 s for one query per type, each a scan of every node table);
+    where that query fails — a backend without type alternation, a link
+    type without a table — one query per type, skipping a type without a
+    table. Each query is one statement, applied whole or not at all, and
+    deleting twice deletes nothing more."""
+    query = "MATCH (a)-[r:{}]->(b) WHERE a.path IN $paths OR b.path IN $changed DELETE r"
+    try:
+        write(query.format("|".join(LINK_TYPES)), paths=sources, changed=changed)
+        return
+    except Exception:  # noqa: BLE001 - the per-type queries below say what fails
+        pass
+    for rel in LINK_TYPES:
+        try:
+            write(query.format(rel), paths=sources, changed=changed)
+        except Exception as exc:  # noqa: BLE001
+            if _is_binder_error(exc):
+                continue
+            raise
+
+
 def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, targets, csharp_paths,
                         module_first, module_defined, imports_map, changed, changed_abs, timings):
     from pathlib import Path
@@ -1219,17 +1242,7 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     # ---- 3. Writes.
     unlink = sorted(relink | changed_abs)
     changed_list = sorted(changed_abs)
-    for rel in LINK_TYPES:
-        try:
-            write(
-                f"MATCH (a)-[r:{rel}]->(b) WHERE a.path IN $paths OR b.path IN $changed DELETE r",
-                paths=unlink,
-                changed=changed_list,
-            )
-        except Exception as exc:  # noqa: BLE001
-            if _is_binder_error(exc):
-                continue
-            raise
+    delete_link_edges(write, unlink, changed_list)
     for abs_path in sorted(set(to_delete) | {p for p in written if p in stored_files}):
         gb.delete_file_from_graph(abs_path)
     repo_name = repo.name
