@@ -97,6 +97,9 @@ pub(crate) fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service 
         // Likewise every answer of its stored-edge memo (Kùzu), against a
         // fresh read of the database.
         ("CGC_FRESH_VERIFY_STORED_EDGES", "1"),
+        // And a tree the worker prepared ahead of a sync, against the
+        // tree parsed and resolved again.
+        ("CGC_FRESH_VERIFY_PREPARED", "1"),
     ];
     env.extend(cli.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     Service::start(sandbox, &[], &env)
@@ -406,6 +409,18 @@ fn synced_and_from_scratch(
             timing(timings, "stored_edges_remembered"),
             Some(remembered),
             "{name}: {last}"
+        );
+        // The worker, idle when the edits settled, had parsed and resolved
+        // the tree before the sync asked (checked against doing it again).
+        assert!(
+            timing(timings, "prepared_used") == Some(1.0)
+                && timing(timings, "prepared_verified") == Some(1.0),
+            "{name}: {last}"
+        );
+        assert_eq!(
+            service.log_events("driver_worker_prepare").len(),
+            syncs.len() - 1,
+            "{name}"
         );
     }
     drop(conn);
@@ -978,9 +993,11 @@ fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
         format!(
             "#!/usr/bin/env python3\nimport json, sys\nargs = sys.argv[1:]\n\
              if '--probe' in args:\n    print('CGC_FRESH_RESULT ' + json.dumps({{'ok': True, 'mode': 'probe', 'missing': []}}))\n    sys.exit(0)\n\
-             if args and args[-1] == 'serve':\n    for count, line in enumerate(sys.stdin):\n\
-             \x20       if count >= {answered}:\n            sys.exit(0)\n\
+             if args and args[-1] == 'serve':\n    count = 0\n    for line in sys.stdin:\n\
              \x20       request = json.loads(line)\n\
+             \x20       if request.get('prepare'):\n            continue\n\
+             \x20       if count >= {answered}:\n            sys.exit(0)\n\
+             \x20       count += 1\n\
              \x20       answer = {{'ok': True, 'mode': 'apply', 'serial': request['serial'], 'exit': 0,\n\
              \x20                 'paths': {{path: 'modified' for path in request['paths']}}}}\n\
              \x20       print('CGC_FRESH_RESULT ' + json.dumps(answer), flush=True)\n    sys.exit(0)\nsys.exit(2)\n"

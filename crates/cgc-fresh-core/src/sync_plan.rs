@@ -127,6 +127,12 @@ pub fn worker_request(serial: u64, paths: &[String]) -> String {
     line
 }
 
+/// The line that asks a worker to prepare its next request: parse and
+/// resolve the tree as it is now. It is not answered.
+pub fn worker_prepare() -> String {
+    "{\"prepare\":true}\n".to_string()
+}
+
 /// What a run does when the worker it asked exits without answering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnansweredWorkerExit {

@@ -867,7 +867,9 @@ class CollectorPaused:
     (measured at 2 000 modules: about 0.7 s of a 3.3 s warm request). The
     few cycles a request leaves are collected when it has answered
     (`release_memory`), so they are bounded by one request. A collector
-    someone else paused stays paused."""
+    someone else paused stays paused: a worker (`serve`) keeps it paused
+    for its whole life and collects between requests, so that no
+    collection runs after a request's work and before its answer."""
 
     def __enter__(self):
         import gc
@@ -923,7 +925,159 @@ class RealpathMemo:
         return False
 
 
-def run_apply(opts, rel_paths, timings):
+class TreeState:
+    """Step 1's outcome: what the database phase needs of the tree."""
+
+    def __init__(self, **parts):
+        self.__dict__.update(parts)
+
+
+# A worker's tree prepared ahead of its next request (`serve`'s `prepare`),
+# at most one; taken (and so spent) by the next request.
+_PREPARED = []
+VERIFY_PREPARED_ENV = "CGC_FRESH_VERIFY_PREPARED"
+# Files changed this recently (ns) before a prepare began are compared by
+# content, not by identity (see `PreparedTree`).
+PREPARED_RACY_NS = 2_000_000_000
+# Suffixes whose parse reads nothing but the file itself (see the parse
+# cache's `CACHED_SUFFIXES`): a prepared tree is used only when every file
+# has one of them.
+PREPARED_SUFFIXES = (".py",)
+
+
+def _settings():
+    """CGC's settings as the request reads them (`RequestMemos`)."""
+    try:
+        from codegraphcontext.cli import config_manager
+
+        return config_manager.load_config()
+    except Exception:  # noqa: BLE001 - unknown settings match nothing
+        return object()
+
+
+class PreparedTree:
+    """Step 1 done ahead of the request it is for.
+
+    Between an edit's result and the end of the batching window the
+    service asks an idle worker to `prepare`: it parses and resolves the
+    tree as it is then, and keeps the outcome. The next request uses it
+    instead of doing step 1 again only if the tree is still what was
+    prepared:
+
+    - the same repository and the same CGC settings;
+    - the same files, discovered as `cgc index` does (an added, removed or
+      newly ignored file: not used), each of a suffix whose parse reads the
+      file alone (`PREPARED_SUFFIXES`);
+    - each file's identity (size, mtime, ctime, inode, device), taken before
+      the prepare parsed anything, unchanged;
+    - and the files changed within `PREPARED_RACY_NS` before the prepare
+      began — the files just edited, whose identity a second write in the
+      same clock tick could leave as it was — byte for byte what they were
+      before and after the prepare parsed them.
+
+    A parse is a function of the file's bytes, its path and the settings;
+    resolution a function of the parse results; so the prepared outcome is
+    what step 1 would compute now. `CGC_FRESH_VERIFY_PREPARED=1` (set by the
+    real-CLI tests) computes step 1 again anyway and fails the request on
+    any difference."""
+
+    def __init__(self, repo_posix, settings, listing, started_ns, racy, tree):
+        self.repo_posix = repo_posix
+        self.settings = settings
+        self.listing = listing
+        self.started_ns = started_ns
+        self.racy = racy
+        self.tree = tree
+        self.cache_timings = {}
+
+    @staticmethod
+    def identities(files):
+        out = {}
+        for f in files:
+            path = str(f)
+            try:
+                st = os.stat(path)
+                out[path] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+            except OSError:
+                out[path] = None
+        return out
+
+    @staticmethod
+    def racy_contents(listing, started_ns):
+        """{path: sha256 of its bytes} of the files changed within
+        `PREPARED_RACY_NS` before `started_ns`; None when one cannot be read."""
+        import hashlib
+
+        out = {}
+        for path, ident in listing.items():
+            if ident is None:
+                return None
+            if max(ident[1], ident[2]) < started_ns - PREPARED_RACY_NS:
+                continue
+            try:
+                with open(path, "rb") as f:
+                    out[path] = hashlib.sha256(f.read()).hexdigest()
+            except OSError:
+                return None
+        return out
+
+    def still_holds(self, repo_posix, files):
+        if repo_posix != self.repo_posix or _settings() != self.settings:
+            return False
+        listing = self.identities(files)
+        if listing != self.listing:
+            return False
+        if not all(path.endswith(PREPARED_SUFFIXES) for path in listing):
+            return False
+        return self.racy_contents(listing, self.started_ns) == self.racy
+
+    @staticmethod
+    def verify(prepared, fresh):
+        """Verify mode: the prepared outcome must equal step 1 run now. A
+        file parsed twice can list its items in another order (tree-sitter
+        capture order; CGC's own from-scratch runs differ the same way), so
+        lists compare as multisets."""
+        for part in ("parsed", "links", "expected", "targets", "csharp_paths", "module_first",
+                     "module_defined", "imports_map"):
+            a, b = getattr(prepared, part), getattr(fresh, part)
+            if part == "parsed":
+                a = {k: v[1] for k, v in a.items()}
+                b = {k: v[1] for k, v in b.items()}
+            if _unordered(a) != _unordered(b):
+                raise RuntimeError(f"the prepared tree's {part} differs from step 1 run now")
+
+
+def _unordered(value):
+    """`value` as JSON text in which every list, tuple and set is sorted."""
+
+    def canon(v):
+        if isinstance(v, dict):
+            return {str(k): canon(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return sorted((canon(x) for x in v), key=lambda x: json.dumps(x, sort_keys=True, default=repr))
+        return v
+
+    return json.dumps(canon(value), sort_keys=True, default=repr)
+
+
+def take_prepared(repo_posix, files, timings):
+    """The prepared tree, if the tree is still what it was prepared from
+    (see `PreparedTree`); the prepared tree is spent either way."""
+    timings["prepared_used"] = 0
+    if not _PREPARED:
+        return None
+    t = time.monotonic()
+    prepared = _PREPARED.pop()
+    holds = prepared.still_holds(repo_posix, files)
+    timings["prepared_check_s"] = round(time.monotonic() - t, 3)
+    timings["prepared_used"] = 1 if holds else 0
+    if not holds:
+        return None
+    timings.update(prepared.cache_timings)
+    return prepared.tree
+
+
+def run_apply(opts, rel_paths, timings, prepare_only=False):
     from pathlib import Path
 
     from codegraphcontext.cli import main as cgc_main
@@ -963,11 +1117,10 @@ def run_apply(opts, rel_paths, timings):
         def get_backend_type(self):
             return "none"
 
-    with RealpathMemo():
-        offline = OfflineBuilder(NoDatabase(), None, None)
-        parsers = offline.parsers
-        files, _ = discover_files_to_index(repo, ctx.cgcignore_path, supported_extensions=set(parsers.keys()))
-        files = [f for f in files if f.is_file()]
+    def build_tree(files):
+        """Step 1 over `files`: the tree's parse results, resolved link
+        rows and what the comparison with the stored edges needs."""
+        t = time.monotonic()
         cache = open_parse_cache(opts["parse_cache"], repo_posix)
         imports_map = cache.pre_scan(offline, files) if cache else offline.pre_scan_imports(files)
         timings["pre_scan_s"] = round(time.monotonic() - t, 3)
@@ -1042,6 +1195,39 @@ def run_apply(opts, rel_paths, timings):
                 values = (row["full_import_name"], row["lang"])
                 first_importer.setdefault(row["name"], {"first_row": values})["last_row"] = values
             module_first.update(first_importer)
+        return TreeState(
+            parsed=parsed, links=links, expected=expected, writer_nodes=writer_nodes, targets=targets,
+            csharp_paths=csharp_paths, module_first=module_first, module_defined=module_defined,
+            imports_map=imports_map, cache=cache,
+        )
+
+    with RealpathMemo():
+        offline = OfflineBuilder(NoDatabase(), None, None)
+        parsers = offline.parsers
+        files, _ = discover_files_to_index(repo, ctx.cgcignore_path, supported_extensions=set(parsers.keys()))
+        files = [f for f in files if f.is_file()]
+        if prepare_only:
+            _PREPARED.clear()
+            started_ns = time.time_ns()
+            listing = PreparedTree.identities(files)
+            racy = PreparedTree.racy_contents(listing, started_ns)
+            tree = build_tree(files)
+            prepared = None
+            if racy is not None and PreparedTree.racy_contents(listing, started_ns) == racy:
+                prepared = PreparedTree(repo_posix, _settings(), listing, started_ns, racy, tree)
+                _PREPARED.append(prepared)
+            if tree.cache:
+                tree.cache.save()
+                if prepared is not None:
+                    # The parse work of the sync that uses it was done here.
+                    prepared.cache_timings = tree.cache.timings()
+            return {}
+        tree = take_prepared(repo_posix, files, timings)
+        if tree is None:
+            tree = build_tree(files)
+        elif os.environ.get(VERIFY_PREPARED_ENV) == "1":
+            PreparedTree.verify(tree, build_tree(files))
+            timings["prepared_verified"] = 1
 
     changed = []
     for rel in rel_paths:
@@ -1049,9 +1235,9 @@ def run_apply(opts, rel_paths, timings):
         changed.append((rel, Path(os.path.abspath(p)).as_posix()))
     changed_abs = {a for (_r, a) in changed}
 
-    if cache:
-        cache.save()
-        timings.update(cache.timings())
+    if tree.cache and not timings.get("prepared_used"):
+        tree.cache.save()
+        timings.update(tree.cache.timings())
 
     # ---- 2. Open the database the way the CLI does.
     t = lock_t0 = time.monotonic()
@@ -1060,8 +1246,9 @@ def run_apply(opts, rel_paths, timings):
     applied = None
     try:
         applied = apply_with_database(
-            repo, repo_posix, prefix, graph_builder, parsed, links, (expected, writer_nodes), targets, csharp_paths,
-            module_first, module_defined, imports_map, changed, changed_abs, timings,
+            repo, repo_posix, prefix, graph_builder, tree.parsed, tree.links, (tree.expected, tree.writer_nodes),
+            tree.targets, tree.csharp_paths, tree.module_first, tree.module_defined, tree.imports_map, changed,
+            changed_abs, timings,
         )
         return applied
     finally:
@@ -1387,13 +1574,21 @@ def serve(opts):
     database is open only while a request is applied. One request per
     stdin line, `{"serial": N, "paths": [REL_PATH, ...]}`; one result line
     per request, as `apply` prints it plus `serial` and `exit` (the exit
-    code `apply` would have ended with). Ends at end of input, after
+    code `apply` would have ended with). A line `{"prepare": true}` asks
+    for step 1 ahead of the next request and is not answered (see
+    `PreparedTree`). Python's cyclic collector runs only between requests
+    (`release_memory`). Ends at end of input, after
     `--idle-exit` seconds without a request, on SIGINT/SIGTERM (128+n),
     and after any request that did not end with 0 or 3 (its state, or the
     graph's, is in doubt: the next sync starts a fresh process)."""
+    import gc
     import select
 
     SERVING.append(True)
+    # The collector runs only between requests (`release_memory`): paused
+    # for a request alone (`CollectorPaused`), it collected as soon as the
+    # request ended — before its answer was out.
+    gc.disable()
     pending = b""
     while True:
         try:
@@ -1415,6 +1610,17 @@ def serve(opts):
         serial = None
         try:
             request = json.loads(line)
+            if isinstance(request, dict) and request.get("prepare") is True:
+                try:
+                    run_prepare(opts)
+                except Interrupted as exc:
+                    return 128 + exc.signum
+                # The request it was for is usually waiting already: it
+                # goes first, and the collection follows its answer.
+                ready, _w, _x = select.select([0], [], [], 0)
+                if not ready and b"\n" not in pending:
+                    release_memory()
+                continue
             serial = request.get("serial")
             paths = request["paths"]
             if not isinstance(paths, list):
@@ -1429,6 +1635,29 @@ def serve(opts):
         if code not in (EXIT_OK, EXIT_UNSUPPORTED):
             return code
         release_memory()
+
+
+def run_prepare(opts):
+    """`serve`'s `{"prepare": true}`: step 1 for the tree as it is now,
+    kept for the next request (see `PreparedTree`). No answer line: a
+    prepare that fails only leaves nothing prepared, and the next request
+    does step 1 itself."""
+    started = time.monotonic()
+    timings = {"_t0": started}
+    try:
+        missing, _ = probe_api()
+        if missing:
+            return
+        with RequestMemos(), CollectorPaused():
+            run_apply(opts, [], timings, prepare_only=True)
+        print(f"cgc-fresh: prepared in {time.monotonic() - started:.3f} s: {json.dumps(_clean(timings))}",
+              file=sys.stderr)
+    except Interrupted:
+        _PREPARED.clear()
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - nothing prepared, said why
+        _PREPARED.clear()
+        print(f"cgc-fresh: nothing prepared: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def release_memory():

@@ -237,6 +237,11 @@ pub enum Effect {
     },
     /// Stop the sync's process group: the session it belonged to ended.
     CancelSync { flight: FlightId },
+    /// Every observed edit has settled and an automatic sync waits for its
+    /// batching window: work that needs no database (parsing the tree as it
+    /// is now) may start ahead of it. A hint: it changes no state, is
+    /// answered by nothing, and the sync starts when it is due either way.
+    PrepareSync,
     /// A shell command ended (or its session did): compare the tree with
     /// the manifest of the last successful sync — or with the snapshot of
     /// the sync running now, once it is taken — and answer with exactly one

@@ -762,7 +762,8 @@ impl World {
                 | Effect::SessionClosed { .. }
                 | Effect::RestartWatcher { .. }
                 | Effect::StopWatcher { .. }
-                | Effect::RecordChanged => {}
+                | Effect::RecordChanged
+                | Effect::PrepareSync => {}
             }
         }
 

@@ -426,7 +426,7 @@ impl Sim {
                     self.input(Input::WatcherStopped { session, pid })?;
                 }
             }
-            Effect::ProbeWorkspace { .. } | Effect::RecordChanged => {}
+            Effect::ProbeWorkspace { .. } | Effect::RecordChanged | Effect::PrepareSync => {}
         }
         Ok(())
     }

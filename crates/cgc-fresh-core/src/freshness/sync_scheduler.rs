@@ -123,10 +123,14 @@ impl SyncScheduler {
         match message {
             ToScheduler::Input(input) => self.runner_report(now, input, &mut out),
             ToScheduler::Readiness { gate, recheck } => {
+                let settled_now = self.gate.unsettled && !gate.unsettled;
                 self.gate = gate;
                 if recheck {
                     self.now = max(self.now, now);
                     self.start_due_sync(&mut out);
+                }
+                if settled_now && self.sync_waits_for_its_window() {
+                    out.push(Envelope::Shell(Effect::PrepareSync));
                 }
             }
             ToScheduler::LifetimeOpened { lifetime } => {
@@ -583,6 +587,19 @@ impl SyncScheduler {
     }
 
     /// Whether the queued sync would start when due (as far as is known now).
+    /// An automatic sync with budget is queued, nothing runs, and nothing
+    /// but its time holds it back: the edits it is for are settled, so the
+    /// tree it will sync is the tree now (unless more edits come).
+    fn sync_waits_for_its_window(&self) -> bool {
+        self.flight == Slot::Idle
+            && self.queued_automatic()
+            && self.queued_sync_will_run()
+            && !self.gate.unsettled
+            && !self.gate.awaiting_answer
+            && !self.gate.watcher_verified
+            && !self.gate.watcher_retiring
+    }
+
     fn queued_sync_will_run(&self) -> bool {
         match self.queued {
             None => false,

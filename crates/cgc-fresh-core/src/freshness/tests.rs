@@ -589,7 +589,8 @@ fn notices_stay_out_of_the_agent_prompt() {
             | Effect::SessionClosed { .. }
             | Effect::RestartWatcher { .. }
             | Effect::StopWatcher { .. }
-            | Effect::RecordChanged => {}
+            | Effect::RecordChanged
+            | Effect::PrepareSync => {}
         }
     }
     for condition in [
@@ -2983,4 +2984,61 @@ fn a_shell_command_called_while_the_watcher_started_up_restarts_it() {
     let effects = bench.at(3_600).answer(probe, changed(&["pkg/a.py"]));
     assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+// ---- Preparing a sync ahead of its window ----------------------------------
+
+fn prepares(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .filter(|e| matches!(e, Effect::PrepareSync))
+        .count()
+}
+
+#[test]
+fn an_edit_that_settles_while_its_sync_waits_for_the_window_asks_once_to_prepare() {
+    let mut bench = Bench::new();
+    bench.at(0).start("s1");
+    // The call alone: the edit may not be written yet.
+    assert_eq!(prepares(&bench.at(100).edit("s1", "a.rs")), 0);
+    // Its result settles the last edit; the sync is due at 600.
+    assert_eq!(prepares(&bench.at(110).result("s1")), 1);
+    let due = bench.at(600).wake();
+    assert_eq!(prepares(&due), 0);
+    assert!(due.iter().any(|e| matches!(e, Effect::StartSync { .. })));
+}
+
+#[test]
+fn no_prepare_while_an_edit_is_unsettled_a_sync_runs_or_no_sync_will_run() {
+    let mut bench = Bench::new();
+    bench.at(0).start("s1");
+    // Two edits in flight: the first result leaves one unsettled.
+    bench.at(100).edit("s1", "a.rs");
+    bench.at(105).call("s1", "write", &["b.rs"]);
+    assert_eq!(prepares(&bench.at(110).result("s1")), 0);
+    let last = bench.at(120).send(Input::ToolResult {
+        session: "s1".into(),
+        tool: "write".into(),
+        ok: true,
+    });
+    assert_eq!(prepares(&last), 1);
+
+    // A sync running: an edit settling during it prepares nothing (its
+    // follow-up is queued behind the running one).
+    bench.at(600).wake();
+    let flight = bench.machine.current_flight().expect("the sync started");
+    bench.spawned(flight);
+    assert_eq!(prepares(&bench.at(700).settled_edit("s1", "c.rs")), 0);
+    bench.at(800).finish(flight, SyncOutcome::Succeeded);
+    // The follow-up spends the last of the two syncs.
+    bench.at(1_300).wake();
+    let follow_up = bench
+        .machine
+        .current_flight()
+        .expect("the follow-up started");
+    bench.spawned(follow_up);
+    bench.at(1_400).finish(follow_up, SyncOutcome::Succeeded);
+
+    // The budget is spent: no sync will run, so nothing is prepared.
+    assert_eq!(prepares(&bench.at(5_000).settled_edit("s1", "d.rs")), 0);
 }

@@ -40,7 +40,7 @@ use super::notices::{CarriersOf, NoticesActor, PushState, Subscribe, TakeHeld, U
 use super::owner_watch::{self, OwnerGone};
 use super::store::{FreshnessStore, Restored};
 use super::sync_runner::{
-    CancelRun, ForgetSession, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
+    CancelRun, ForgetSession, PrepareSync, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
 };
 use super::sync_scheduler::{SchedulerPolicy, SyncSchedulerActor};
 use super::watcher_supervisor::{
@@ -482,6 +482,16 @@ impl DriftObserverActor {
                     },
                     cancelled: false,
                 });
+            }
+            Effect::PrepareSync => {
+                tracing::debug!(
+                    component = COMPONENT,
+                    event = "decision",
+                    decision = "prepare_sync"
+                );
+                if let Some(runner) = &self.runner {
+                    runner.do_send(PrepareSync);
+                }
             }
             Effect::ProbeWorkspace { probe } => {
                 tracing::debug!(

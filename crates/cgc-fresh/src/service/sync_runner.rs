@@ -27,8 +27,8 @@ use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
     classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
     is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
-    sync_argv, unanswered_worker_exit, worker_argv, worker_request, DriverResult, DriverVerdict,
-    SyncRun, SyncRunFacts, UnansweredWorkerExit, DRIVER_EXIT_UNSUPPORTED,
+    sync_argv, unanswered_worker_exit, worker_argv, worker_prepare, worker_request, DriverResult,
+    DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit, DRIVER_EXIT_UNSUPPORTED,
 };
 
 use crate::process::busy::find_lock_holder;
@@ -90,6 +90,15 @@ pub const DRIVER_PYTHON_ENV: &str = "CGC_FRESH_DRIVER_PYTHON";
 pub struct CancelRun {
     pub flight: FlightId,
 }
+
+/// Every edit has settled and a sync waits for its batching window: an
+/// idle worker parses and resolves the tree as it is now (`prepare`), so the
+/// sync's request finds that done (the worker checks that the tree is still
+/// what it prepared). Nothing is started for it: without a live worker that
+/// is idle, it is dropped.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct PrepareSync;
 
 /// New settings (SIGHUP reload); applies to the next run.
 #[derive(Message, Debug)]
@@ -689,10 +698,13 @@ impl SyncRunner {
             serial,
             files = paths.len()
         );
-        let request = self.supervisor.send(SendInput {
-            id,
-            line: worker_request(serial, paths),
-        });
+        self.write_to_worker(id, worker_request(serial, paths), ctx);
+    }
+
+    /// Writes one line to worker `id`; a line that cannot be written stops
+    /// it (a run applying with it ends with its exit).
+    fn write_to_worker(&mut self, id: u64, line: String, ctx: &mut Context<Self>) {
+        let request = self.supervisor.send(SendInput { id, line });
         ctx.spawn(request.into_actor(self).map(move |result, act, _| {
             let error = match result {
                 Ok(Ok(())) => return,
@@ -702,7 +714,7 @@ impl SyncRunner {
             tracing::warn!(component = COMPONENT, event = "driver_worker_input_failed", id, error = %error);
             act.supervisor.do_send(StopChild {
                 id,
-                reason: "its request could not be written",
+                reason: "a line could not be written to it",
             });
         }));
     }
@@ -1202,6 +1214,25 @@ impl Handler<ChildEvent> for SyncRunner {
                 self.child_exited(pid, status.code(), status.signal(), output_tail, ctx);
             }
         }
+    }
+}
+
+impl Handler<PrepareSync> for SyncRunner {
+    type Result = ();
+    fn handle(&mut self, _: PrepareSync, ctx: &mut Self::Context) {
+        let Some(worker) = self.worker.filter(|w| !w.stale) else {
+            return;
+        };
+        if self.run.is_some() {
+            return;
+        }
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_prepare",
+            id = worker.id,
+            pid = worker.pid
+        );
+        self.write_to_worker(worker.id, worker_prepare(), ctx);
     }
 }
 
