@@ -989,6 +989,9 @@ class PreparedTree:
         self.racy = racy
         self.tree = tree
         self.cache_timings = {}
+        # How long step 1 took in the prepare (reported by the request
+        # that uses it: its own step 1 is only the check).
+        self.step1_s = None
 
     @staticmethod
     def identities(files):
@@ -1074,6 +1077,7 @@ def take_prepared(repo_posix, files, timings):
     if not holds:
         return None
     timings.update(prepared.cache_timings)
+    timings["prepared_step1_s"] = prepared.step1_s
     return prepared.tree
 
 
@@ -1211,10 +1215,13 @@ def run_apply(opts, rel_paths, timings, prepare_only=False):
             started_ns = time.time_ns()
             listing = PreparedTree.identities(files)
             racy = PreparedTree.racy_contents(listing, started_ns)
+            step1 = time.monotonic()
             tree = build_tree(files)
+            step1 = time.monotonic() - step1
             prepared = None
             if racy is not None and PreparedTree.racy_contents(listing, started_ns) == racy:
                 prepared = PreparedTree(repo_posix, _settings(), listing, started_ns, racy, tree)
+                prepared.step1_s = round(step1, 3)
                 _PREPARED.append(prepared)
             if tree.cache:
                 tree.cache.save()

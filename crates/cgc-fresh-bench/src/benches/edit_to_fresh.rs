@@ -130,6 +130,12 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
             format!("{hits:.0} hit / {misses:.0} parsed")
         });
         let parse_resolve = s.timings.as_ref().map(|t| {
+            // A request that used the tree its worker prepared when the
+            // edit settled did only the check; the work was done before.
+            if t["prepared_used"].as_f64() == Some(1.0) {
+                let ahead = t["prepared_step1_s"].as_f64().unwrap_or(f64::NAN);
+                return format!("{ahead:.2} s, prepared ahead");
+            }
             let sum: f64 = ["pre_scan_s", "parse_s", "resolve_s"]
                 .iter()
                 .filter_map(|k| t[*k].as_f64())
@@ -235,7 +241,10 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
          the service idles between syncs; no full-graph comparison here — that is the e2e \
          equality test's job). Parse + resolve, database held (open → close, the time the \
          person's own `cgc` is locked out) and driver total are the driver's own timings from \
-         its result line. The first incremental sample starts with no parse cache.",
+         its result line; \"prepared ahead\": the worker parsed and resolved the tree when the \
+         edit settled, during the batching window, and the request only checked that the tree \
+         was unchanged (driver total is then the request's alone). The first incremental sample \
+         starts with no parse cache and no worker.",
         fmt_duration(index_time),
         fmt_count(files),
     ));
