@@ -14,6 +14,7 @@ mod incremental;
 mod instance;
 mod lifetimes;
 mod parse_cache;
+mod prepared_tree;
 mod protocol;
 mod real_cgc;
 mod resolution_memo;

@@ -1,0 +1,96 @@
+"""The rules by which a worker's request uses the tree it prepared
+(`PreparedTree` in `driver/incremental.py`), without CodeGraphContext: the
+files are real files in a temporary directory, CGC's settings a stand-in.
+
+    python prepared_tree_check.py DRIVER
+
+Prints one JSON line per case: whether the prepared tree still holds, and
+how many files it compared by content. The Rust test (`prepared_tree.rs`)
+judges them.
+"""
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def load_driver(path):
+    spec = importlib.util.spec_from_file_location("cgc_fresh_driver", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main():
+    driver = load_driver(sys.argv[1])
+    settings = {"INDEX_VARIABLES": "true"}
+    driver._settings = lambda: dict(settings)
+    PreparedTree = driver.PreparedTree
+
+    with tempfile.TemporaryDirectory(prefix="prepared-tree-") as tmp:
+        run_cases(driver, PreparedTree, settings, Path(tmp))
+
+
+def run_cases(driver, PreparedTree, settings, root):
+    repo = root.as_posix()
+    for name in ("a.py", "b.py", "c.py"):
+        (root / name).write_text(f"def {name[0]}():\n    return 1\n")
+
+    def files():
+        return sorted(p for p in root.iterdir() if p.is_file())
+
+    def prepare(started_ns):
+        listing = PreparedTree.identities(files())
+        racy = PreparedTree.racy_contents(listing, started_ns)
+        return PreparedTree(repo, driver._settings(), listing, started_ns, racy, tree=None)
+
+    def report(case, prepared, repo_posix=repo):
+        holds = prepared.still_holds(repo_posix, files())
+        print(json.dumps({"case": case, "holds": holds, "racy": len(prepared.racy or {})}), flush=True)
+
+    # Files older than 2 s before the prepare are compared by identity
+    # alone; a prepare "10 s from now" sees the new files as old.
+    later = time.time_ns() + 10_000_000_000
+    report("unchanged", prepare(later))
+    # Files changed just before the prepare are compared by content too.
+    report("unchanged, just edited", prepare(time.time_ns()))
+
+    # A just-edited file whose bytes differ while its identity did not
+    # change (a second write in the same clock tick, same size): the
+    # recorded digest is another file's.
+    tampered = prepare(time.time_ns())
+    tampered.racy[str(root / "a.py")] = tampered.racy[str(root / "b.py")]
+    report("same identity, other bytes", tampered)
+
+    # Each change below comes after a pause longer than a tick of the
+    # file-time clock, so that the identities differ.
+    prepared = prepare(later)
+    time.sleep(0.05)
+    (root / "b.py").write_text("def b():\n    return 2\n")
+    report("a file rewritten", prepared)
+
+    prepared = prepare(later)
+    time.sleep(0.05)
+    (root / "d.py").write_text("def d():\n    return 3\n")
+    report("a file added", prepared)
+
+    prepared = prepare(later)
+    os.remove(root / "d.py")
+    report("a file removed", prepared)
+
+    prepared = prepare(later)
+    settings["INDEX_VARIABLES"] = "false"
+    report("other settings", prepared)
+
+    report("another repository", prepare(later), repo_posix=repo + "-other")
+
+    (root / "e.js").write_text("function e() { return 4; }\n")
+    report("a file whose parse may read other files", prepare(later))
+
+
+if __name__ == "__main__":
+    main()
