@@ -47,6 +47,7 @@ fn a_prepared_tree_is_used_only_while_every_file_and_setting_is_as_it_was() {
         ("a file removed", false, 0),
         ("other settings", false, 0),
         ("another repository", false, 0),
+        ("a file no parser reads", true, 0),
         ("a file whose parse may read other files", false, 0),
     ];
     let expected: Vec<(String, bool, i64)> = expected

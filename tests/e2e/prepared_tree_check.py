@@ -48,8 +48,11 @@ def run_cases(driver, PreparedTree, settings, root):
         racy = PreparedTree.racy_contents(listing, started_ns)
         return PreparedTree(repo, driver._settings(), listing, started_ns, racy, tree=None)
 
+    # The suffixes CodeGraphContext has a parser for (a part of them).
+    parsed = {".py", ".js", ".ts", ".lua"}
+
     def report(case, prepared, repo_posix=repo):
-        holds = prepared.still_holds(repo_posix, files())
+        holds = prepared.still_holds(repo_posix, files(), parsed)
         print(json.dumps({"case": case, "holds": holds, "racy": len(prepared.racy or {})}), flush=True)
 
     # Files older than 2 s before the prepare are compared by identity
@@ -87,6 +90,10 @@ def run_cases(driver, PreparedTree, settings, root):
     report("other settings", prepared)
 
     report("another repository", prepare(later), repo_posix=repo + "-other")
+
+    # A file CodeGraphContext has no parser for is a bare File node.
+    (root / "notes.txt").write_text("not code\n")
+    report("a file no parser reads", prepare(later))
 
     (root / "e.js").write_text("function e() { return 4; }\n")
     report("a file whose parse may read other files", prepare(later))

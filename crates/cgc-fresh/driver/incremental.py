@@ -967,7 +967,9 @@ class PreparedTree:
     - the same repository and the same CGC settings;
     - the same files, discovered as `cgc index` does (an added, removed or
       newly ignored file: not used), each of a suffix whose parse reads the
-      file alone (`PREPARED_SUFFIXES`);
+      file alone (`PREPARED_SUFFIXES`) or of one CGC has no parser for
+      (such a file is a bare File node, whatever it holds: `pip` has a few
+      `.txt` files);
     - each file's identity (size, mtime, ctime, inode, device), taken before
       the prepare parsed anything, unchanged;
     - and the files changed within `PREPARED_RACY_NS` before the prepare
@@ -1024,14 +1026,19 @@ class PreparedTree:
                 return None
         return out
 
-    def still_holds(self, repo_posix, files):
+    def still_holds(self, repo_posix, files, parsed_suffixes):
+        """Whether `files` (discovered now) are the prepared tree's;
+        `parsed_suffixes`: the suffixes CGC has a parser for (a file of
+        another suffix is a bare File node, whatever it holds)."""
         if repo_posix != self.repo_posix or _settings() != self.settings:
             return False
         listing = self.identities(files)
         if listing != self.listing:
             return False
-        if not all(path.endswith(PREPARED_SUFFIXES) for path in listing):
-            return False
+        for path in listing:
+            suffix = os.path.splitext(path)[1]
+            if not path.endswith(PREPARED_SUFFIXES) and (suffix in parsed_suffixes or path.endswith(".d.ts")):
+                return False
         return self.racy_contents(listing, self.started_ns) == self.racy
 
     @staticmethod
@@ -1063,7 +1070,7 @@ def _unordered(value):
     return json.dumps(canon(value), sort_keys=True, default=repr)
 
 
-def take_prepared(repo_posix, files, timings):
+def take_prepared(repo_posix, files, parsed_suffixes, timings):
     """The prepared tree, if the tree is still what it was prepared from
     (see `PreparedTree`); the prepared tree is spent either way."""
     timings["prepared_used"] = 0
@@ -1071,7 +1078,7 @@ def take_prepared(repo_posix, files, timings):
         return None
     t = time.monotonic()
     prepared = _PREPARED.pop()
-    holds = prepared.still_holds(repo_posix, files)
+    holds = prepared.still_holds(repo_posix, files, parsed_suffixes)
     timings["prepared_check_s"] = round(time.monotonic() - t, 3)
     timings["prepared_used"] = 1 if holds else 0
     if not holds:
@@ -1229,7 +1236,7 @@ def run_apply(opts, rel_paths, timings, prepare_only=False):
                     # The parse work of the sync that uses it was done here.
                     prepared.cache_timings = tree.cache.timings()
             return {}
-        tree = take_prepared(repo_posix, files, timings)
+        tree = take_prepared(repo_posix, files, set(parsers.keys()), timings)
         if tree is None:
             tree = build_tree(files)
         elif os.environ.get(VERIFY_PREPARED_ENV) == "1":

@@ -70,8 +70,10 @@ pub fn install(codebase: &Codebase, cgc: &RealCgc, ws: &Path) -> Result<String> 
     }
 }
 
-/// `count` files to edit, spread over the tree, each with a top-level
-/// function defined nowhere else.
+/// Files to edit, each with a top-level function defined nowhere else:
+/// `count` spread over the tree first, then (for `pip`) the other
+/// candidates, in case CodeGraphContext does not index some of the first
+/// (it ignores directories such as `build/`; see `indexed_targets`).
 pub fn edit_targets(codebase: &Codebase, ws: &Path, count: usize) -> Result<Vec<EditTarget>> {
     match codebase {
         Codebase::Generated { modules } => {
@@ -126,7 +128,14 @@ pub fn edit_targets(codebase: &Codebase, ws: &Path, count: usize) -> Result<Vec<
                 );
             }
             let step = candidates.len() / count;
-            Ok((0..count).map(|i| candidates[i * step].clone()).collect())
+            let picks: Vec<usize> = (0..count).map(|i| i * step).collect();
+            let rest = (0..candidates.len()).filter(|i| !picks.contains(i));
+            Ok(picks
+                .iter()
+                .copied()
+                .chain(rest)
+                .map(|i| candidates[i].clone())
+                .collect())
         }
     }
 }

@@ -14,7 +14,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, EditTarget};
@@ -51,6 +51,42 @@ struct Sample {
     timings: Option<Value>,
 }
 
+/// The first `count` candidates whose function the graph holds exactly
+/// once: an edit of a file CodeGraphContext does not index is no drift,
+/// and no sync would follow it.
+fn indexed_targets(
+    cgc: &RealCgc,
+    candidates: Vec<EditTarget>,
+    count: usize,
+) -> Result<Vec<EditTarget>> {
+    let names: Vec<String> = candidates
+        .iter()
+        .map(|t| format!("'{}'", t.function))
+        .collect();
+    let rows = cgc.query(&format!(
+        "MATCH (f:Function) WHERE f.name IN [{}] RETURN f.name AS name",
+        names.join(", ")
+    ))?;
+    let mut found: std::collections::HashMap<String, usize> = Default::default();
+    for row in &rows {
+        if let Some(name) = row["name"].as_str() {
+            *found.entry(name.to_string()).or_default() += 1;
+        }
+    }
+    let targets: Vec<EditTarget> = candidates
+        .into_iter()
+        .filter(|t| found.get(&t.function) == Some(&1))
+        .take(count)
+        .collect();
+    if targets.len() < count {
+        bail!(
+            "only {} files to edit whose function the graph holds once",
+            targets.len()
+        );
+    }
+    Ok(targets)
+}
+
 pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
     report::section(
         &format!(
@@ -62,12 +98,14 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
     let sandbox = Sandbox::new(&tools.scratch)?;
     let cgc = RealCgc::new(&tools.real_cgc, &sandbox)?;
     let described = codebase::install(&opts.codebase, &cgc, &sandbox.workspace())?;
-    let targets = codebase::edit_targets(&opts.codebase, &sandbox.workspace(), opts.samples + 1)?;
+    let candidates =
+        codebase::edit_targets(&opts.codebase, &sandbox.workspace(), opts.samples + 1)?;
     let load_before = load_average();
     eprintln!("cgc-fresh-bench: edit-to-fresh: indexing {}", described);
     let started = Instant::now();
     cgc.index()?;
     let index_time = started.elapsed();
+    let targets = indexed_targets(&cgc, candidates, opts.samples + 1)?;
     let files = cgc
         .query("MATCH (f:File) RETURN count(f) AS n")?
         .first()
