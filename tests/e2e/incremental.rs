@@ -447,6 +447,29 @@ fn timing(timings: &str, name: &str) -> Option<f64> {
     rest[..end].trim().parse().ok()
 }
 
+/// Indexes the sandbox's workspace from scratch into a graph of its own
+/// (another HOME; `graph`-scratch on a server) and asserts that `synced`
+/// equals it.
+pub(crate) fn assert_same_as_from_scratch(
+    cgc: &Path,
+    backend: &GraphBackend,
+    sandbox: &Sandbox,
+    synced: &GraphDump,
+    graph: &str,
+    what: &str,
+) {
+    let scratch_home = sandbox.root.path().join("scratch-home");
+    fs::create_dir_all(&scratch_home).unwrap();
+    let scratch = backend.cli(
+        cgc,
+        &sandbox.workspace(),
+        &scratch_home,
+        &format!("{graph}-scratch"),
+    );
+    scratch.index();
+    assert_same_graph(synced, &scratch.dump(), what);
+}
+
 pub(crate) fn assert_same_graph(synced: &GraphDump, scratch: &GraphDump, what: &str) {
     let diff = |a: &BTreeSet<String>, b: &BTreeSet<String>| {
         a.difference(b).take(10).cloned().collect::<Vec<_>>()
@@ -621,11 +644,14 @@ fn memo_follows_edits_into_unchanged_files(backend: &GraphBackend) {
         "user.py's call of extra() now resolves through Other: {:?}",
         synced.relationships
     );
-    let scratch_home = sandbox.root.path().join("scratch-home");
-    fs::create_dir_all(&scratch_home).unwrap();
-    let scratch = backend.cli(&cgc, &ws, &scratch_home, "memo-scratch");
-    scratch.index();
-    assert_same_graph(&synced, &scratch.dump(), "after the memo's syncs");
+    assert_same_as_from_scratch(
+        &cgc,
+        backend,
+        &sandbox,
+        &synced,
+        "memo",
+        "after the memo's syncs",
+    );
 }
 
 on_both_backends!(

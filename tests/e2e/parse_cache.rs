@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use crate::graph_backend::GraphBackend;
 use crate::incremental::{
-    agent_batch, assert_same_graph, baseline_sync, replace_in, service, wait_synced_fresh, write,
-    write_modules,
+    agent_batch, assert_same_as_from_scratch, baseline_sync, replace_in, service,
+    wait_synced_fresh, write, write_modules,
 };
 use crate::support::{open_session, real_cgc, strategies_run, Sandbox, Service};
 
@@ -187,9 +187,12 @@ fn a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_ba
     let synced = synced.dump();
     assert!(synced.relationships.iter().any(|r| r.contains("brand_new")));
     assert!(synced.nodes.iter().any(|n| n.contains("m007_assist")));
-    let scratch_home = sandbox.root.path().join("scratch-home");
-    fs::create_dir_all(&scratch_home).unwrap();
-    let scratch = GraphBackend::Kuzu.cli(&cgc, &ws, &scratch_home, "parse-cache-scratch");
-    scratch.index();
-    assert_same_graph(&synced, &scratch.dump(), "a warm parse cache");
+    assert_same_as_from_scratch(
+        &cgc,
+        &GraphBackend::Kuzu,
+        &sandbox,
+        &synced,
+        "parse-cache",
+        "a warm parse cache",
+    );
 }

@@ -9,12 +9,10 @@
 //!
 //! Real-CLI tests need `CGC_FRESH_REAL_CGC` (see `real_cgc.rs`).
 
-use std::fs;
-
 use crate::graph_backend::GraphBackend;
 use crate::incremental::{
-    agent_batch, assert_same_graph, baseline_sync, replace_in, service, wait_synced_fresh,
-    write_modules,
+    agent_batch, assert_same_as_from_scratch, baseline_sync, replace_in, service,
+    wait_synced_fresh, write_modules,
 };
 use crate::parse_cache::{driver_timings, figure};
 use crate::support::{open_session, real_cgc, Sandbox};
@@ -78,13 +76,12 @@ fn the_stored_edge_memo_is_used_only_while_no_other_process_opened_the_database(
             .any(|r| r.contains("m003_compute") && r.contains("m002_export")),
         "the edge deleted behind the worker's back is back"
     );
-    let scratch_home = sandbox.root.path().join("scratch-home");
-    fs::create_dir_all(&scratch_home).unwrap();
-    let scratch = GraphBackend::Kuzu.cli(&cgc, &ws, &scratch_home, "stored-edges-scratch");
-    scratch.index();
-    assert_same_graph(
+    assert_same_as_from_scratch(
+        &cgc,
+        &GraphBackend::Kuzu,
+        &sandbox,
         &synced,
-        &scratch.dump(),
+        "stored-edges",
         "after the stored-edge memo's syncs",
     );
 }
