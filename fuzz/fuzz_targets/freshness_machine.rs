@@ -576,6 +576,7 @@ impl World {
 
         let mut cancels = Vec::new();
         let mut started = false;
+        let mut prepared = false;
         let mut notices = Vec::new();
         for effect in &effects {
             match effect {
@@ -632,11 +633,20 @@ impl World {
                 Effect::ProbeWorkspace { .. } => {
                     panic!("a probe with no shell tool configured: {input:?}")
                 }
+                // A hint to parse ahead of a sync that waits: never while
+                // one runs (checked below, once the step is done).
+                Effect::PrepareSync => prepared = true,
                 Effect::SessionClosed { .. }
                 | Effect::RestartWatcher { .. }
                 | Effect::StopWatcher { .. }
                 | Effect::RecordChanged => {}
             }
+        }
+        if prepared {
+            assert!(
+                !started && self.machine.current_flight().is_none(),
+                "a prepare while a sync runs or starts: {input:?} → {effects:?}"
+            );
         }
         assert_eq!(
             cancels,
