@@ -1020,8 +1020,12 @@ class PreparedTree:
             if max(ident[1], ident[2]) < started_ns - PREPARED_RACY_NS:
                 continue
             try:
+                digest = hashlib.sha256()
                 with open(path, "rb") as f:
-                    out[path] = hashlib.sha256(f.read()).hexdigest()
+                    # In pieces: a workspace file may be of any size.
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        digest.update(chunk)
+                out[path] = digest.hexdigest()
             except OSError:
                 return None
         return out

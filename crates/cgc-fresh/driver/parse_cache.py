@@ -210,7 +210,8 @@ class ParseCache:
         self.decoded = {}
         self.decoded_ident = {}
         self.started_ns = time.time_ns()
-        # path -> (identity, raw payload line or None, decoded payload or None)
+        # path -> (identity, raw payload line, None); decoded payloads are in
+        # `decoded` (this request's) and the `Resident` (the worker's)
         self.loaded = {}
         # path -> (identity, {"parse": encoded, "prescan": encoded}) made this run
         self.made = {}
