@@ -3,7 +3,8 @@
 //! worker's last request left only while no other process has opened the
 //! database since; after the person's own `cgc` or another program's write
 //! the edges are read again, and a change made behind the worker's back is
-//! repaired by the next sync. Every remembered answer is also checked
+//! repaired by the next sync. The same check lets the open leave out CGC's
+//! schema statements. Every remembered answer is also checked
 //! against a fresh read (`CGC_FRESH_VERIFY_STORED_EDGES`, set by
 //! `incremental::service`).
 //!
@@ -65,6 +66,22 @@ fn the_stored_edge_memo_is_used_only_while_no_other_process_opened_the_database(
         .map(|t| figure(t, "stored_edges_remembered"))
         .collect();
     assert_eq!(remembered, [0, 1, 0, 1, 0], "{timings:?}");
+    // The open left out CGC's schema statements exactly when the database
+    // was as the worker's last request left it.
+    let schema: Vec<u64> = timings
+        .iter()
+        .map(|t| figure(t, "schema_skipped"))
+        .collect();
+    assert_eq!(schema, remembered, "{timings:?}");
+    // Each renamed module was deleted and written again; of its class's
+    // eight container statements, the six for position-keyed labels it has
+    // no items of (Interface, Struct, Record, Trait, Object, Mixin) were
+    // left out.
+    let containers: Vec<u64> = timings
+        .iter()
+        .map(|t| figure(t, "container_queries_skipped"))
+        .collect();
+    assert_eq!(containers, [6, 6, 6, 6, 6], "{timings:?}");
     drop(conn);
     drop(service);
 
