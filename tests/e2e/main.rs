@@ -10,6 +10,7 @@ mod deploy;
 mod faults;
 mod graph_backend;
 mod hardening;
+mod ignore_memo;
 mod incremental;
 mod instance;
 mod lifetimes;
