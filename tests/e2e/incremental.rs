@@ -410,6 +410,13 @@ fn synced_and_from_scratch(
             Some(remembered),
             "{name}: {last}"
         );
+        // Kùzu's edges are read straight through its connection; a
+        // server's through CGC's session.
+        assert_eq!(
+            timing(timings, "stored_edges_read_direct"),
+            Some(remembered),
+            "{name}: {last}"
+        );
         // The worker, idle when the edits settled, had parsed and resolved
         // the tree before the sync asked (checked against doing it again).
         assert!(

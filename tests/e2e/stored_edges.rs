@@ -66,6 +66,14 @@ fn the_stored_edge_memo_is_used_only_while_no_other_process_opened_the_database(
         .map(|t| figure(t, "stored_edges_remembered"))
         .collect();
     assert_eq!(remembered, [0, 1, 0, 1, 0], "{timings:?}");
+    // Each read went straight through a Kùzu connection (`KuzuReader`);
+    // the verify mode read again that way after every remembered answer.
+    assert!(
+        timings
+            .iter()
+            .all(|t| figure(t, "stored_edges_read_direct") == 1),
+        "{timings:?}"
+    );
     // The open left out CGC's schema statements exactly when the database
     // was as the worker's last request left it.
     let schema: Vec<u64> = timings

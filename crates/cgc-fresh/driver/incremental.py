@@ -694,6 +694,14 @@ def stored_signature(rel, shape, rec):
 
 
 def _record_dict(record, keys):
+    data = getattr(record, "data", None)
+    if callable(data):
+        try:
+            values = data()
+        except Exception:  # noqa: BLE001 - read key by key below
+            values = None
+        if isinstance(values, dict):
+            return {key: values.get(key) for key in keys}
     out = {}
     for key in keys:
         try:
@@ -701,6 +709,59 @@ def _record_dict(record, keys):
         except Exception:  # noqa: BLE001 - a missing column is None
             out[key] = None
     return out
+
+
+class KuzuReader:
+    """Read-only queries of the database phase straight through a Kùzu
+    connection of CGC's own open database, all rows fetched at once.
+
+    The stored-edge read (about 8 000 rows at 2 000 modules, every request
+    the memo cannot answer) went through CGC's session wrapper — a query
+    rewrite, a record object and a dict per row — for about 0.25 s of the
+    lock; fetched directly it is about 0.15 s. Only plain `MATCH … RETURN`
+    queries go here (the wrapper rewrites nothing in them); writes stay on
+    CGC's path. `open` gives None where the database is not Kùzu's
+    (FalkorDB, another manager) and the caller reads through CGC."""
+
+    def __init__(self, connection):
+        self._connection = connection
+
+    @classmethod
+    def open(cls, db_manager, backend):
+        if backend != "kuzudb":
+            return None
+        try:
+            import kuzu
+        except ImportError:
+            return None
+        database = getattr(db_manager, "_db", None)
+        if not isinstance(database, kuzu.Database):
+            return None
+        try:
+            return cls(kuzu.Connection(database))
+        except Exception:  # noqa: BLE001 - read through CGC instead
+            return None
+
+    def read(self, query, keys, **params):
+        result = self._connection.execute(query, params)
+        try:
+            columns = result.get_column_names()
+            rows = result.get_all()
+        finally:
+            close = getattr(result, "close", None)
+            if callable(close):
+                close()
+        at = {name: i for i, name in enumerate(columns)}
+        picks = [(key, at.get(key)) for key in keys]
+        return [{key: (None if i is None else row[i]) for key, i in picks} for row in rows]
+
+    def close(self):
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except Exception:  # noqa: BLE001 - CGC's close closes the database
+                pass
 
 
 def _is_binder_error(exc):
@@ -1557,16 +1618,22 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
         signatures per source file."""
         files = {p.replace("\\", "/") for p in gb.get_repo_file_paths(repo)}
         edges = {}
-        for rel, shape, query in stored_edge_queries():
-            keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
-            try:
-                records = read(query, keys, prefix=prefix)
-            except Exception as exc:  # noqa: BLE001
-                if _is_binder_error(exc):
-                    continue
-                raise
-            for rec in records:
-                edges.setdefault(rec.get("src"), set()).add(stored_signature(rel, shape, rec))
+        reader = KuzuReader.open(gb.db_manager, backend)
+        timings["stored_edges_read_direct"] = 1 if reader else 0
+        try:
+            for rel, shape, query in stored_edge_queries():
+                keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
+                try:
+                    records = (reader.read if reader else read)(query, keys, prefix=prefix)
+                except Exception as exc:  # noqa: BLE001
+                    if _is_binder_error(exc):
+                        continue
+                    raise
+                for rec in records:
+                    edges.setdefault(rec.get("src"), set()).add(stored_signature(rel, shape, rec))
+        finally:
+            if reader:
+                reader.close()
         return edges, files
 
     memo = stored_edge_memo()
