@@ -1157,6 +1157,38 @@ class AbsentContainerQueriesSkipped:
         return False
 
 
+class PurgeDeferred:
+    """CGC's `delete_file_from_graph` ends with a purge of shared nodes left
+    without references (Modules nobody imports, external classes and
+    functions, Parameters); the driver purges once more after all its
+    writes (`post`), so the purge after each delete is left out while the
+    driver deletes (about 0.02 s of the lock per changed file at 2 000
+    modules).
+
+    The graph it leaves is the same. Between the delete and the end of the
+    request the only writes are the driver's own: re-adding files (a
+    Module merged by name is then found instead of made again, and its
+    `full_import_name`/`lang` are set afterwards from the tree — see
+    `module_first` — either way), and the link passes (an external class
+    is merged by name, no property). A node still without references at
+    the end is purged then. (Where a Module that another file defines is
+    imported only by the deleted file, the purge after the delete removed
+    it with that file's CONTAINS edge, which a from-scratch index keeps;
+    deferring it keeps the node.)"""
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    def __enter__(self):
+        if callable(getattr(self.writer, "_purge_dangling_pathless_nodes", None)):
+            self.writer._purge_dangling_pathless_nodes = lambda: None
+        return self
+
+    def __exit__(self, *_exc):
+        self.writer.__dict__.pop("_purge_dangling_pathless_nodes", None)
+        return False
+
+
 def open_database(repo, timings):
     """Opens the database the way the CLI does (`_initialize_services`),
     leaving out the schema statements when the database is known to be as
@@ -1704,8 +1736,9 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     unlink = sorted(relink | changed_abs)
     changed_list = sorted(changed_abs)
     delete_link_edges(write, unlink, changed_list)
-    for abs_path in sorted(set(to_delete) | {p for p in written if p in stored_files}):
-        gb.delete_file_from_graph(abs_path)
+    with PurgeDeferred(writer):
+        for abs_path in sorted(set(to_delete) | {p for p in written if p in stored_files}):
+            gb.delete_file_from_graph(abs_path)
     repo_name = repo.name
     for abs_path in sorted(written):
         f, fd = parsed[abs_path]
