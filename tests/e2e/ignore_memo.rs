@@ -5,31 +5,11 @@
 //! through it on CodeGraphContext itself runs in every real-CLI sync of
 //! `incremental.rs`.
 
-use std::process::Command;
-
-use serde_json::Value;
-
-const DRIVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/driver/incremental.py");
-const CHECK: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tests/e2e/ignore_memo_check.py"
-);
+use crate::support::{driver_source, python_check};
 
 #[test]
 fn ignore_answers_are_remembered_per_rule_set_and_equal_the_matchers_own() {
-    let out = Command::new("python3")
-        .args([CHECK, DRIVER])
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cases: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect();
+    let cases = python_check("ignore_memo_check.py", &[&driver_source("incremental.py")]);
     let asked: Vec<(&str, u64)> = cases
         .iter()
         .map(|c| {

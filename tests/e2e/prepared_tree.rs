@@ -5,38 +5,23 @@
 //! itself is checked end to end in `incremental.rs`
 //! (`CGC_FRESH_VERIFY_PREPARED`).
 
-use std::process::Command;
-
-use serde_json::Value;
-
-const DRIVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/driver/incremental.py");
-const CHECK: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tests/e2e/prepared_tree_check.py"
-);
+use crate::support::{driver_source, python_check};
 
 #[test]
 fn a_prepared_tree_is_used_only_while_every_file_and_setting_is_as_it_was() {
-    let out = Command::new("python3")
-        .args([CHECK, DRIVER])
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cases: Vec<(String, bool, i64)> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| {
-            let v: Value = serde_json::from_str(line).expect("a JSON line");
-            (
-                v["case"].as_str().unwrap_or_default().to_string(),
-                v["holds"].as_bool().expect("holds"),
-                v["racy"].as_i64().unwrap_or(-1),
-            )
-        })
-        .collect();
+    let cases: Vec<(String, bool, i64)> = python_check(
+        "prepared_tree_check.py",
+        &[&driver_source("incremental.py")],
+    )
+    .iter()
+    .map(|v| {
+        (
+            v["case"].as_str().unwrap_or_default().to_string(),
+            v["holds"].as_bool().expect("holds"),
+            v["racy"].as_i64().unwrap_or(-1),
+        )
+    })
+    .collect();
     let expected = [
         ("unchanged", true, 0),
         // The three files were just written: compared byte for byte.

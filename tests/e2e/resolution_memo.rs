@@ -4,31 +4,16 @@
 //! whole. Its work on CodeGraphContext itself is checked end to end in
 //! `incremental.rs` (`CGC_FRESH_VERIFY_RESOLUTION`).
 
-use std::process::Command;
-
 use serde_json::Value;
 
-const MEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/driver/resolution_memo.py");
-const CHECK: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tests/e2e/resolution_memo_check.py"
-);
+use crate::support::{driver_source, python_check};
 
 /// One JSON line per request of the check script's three trees.
 fn requests(case: &str) -> Vec<Value> {
-    let out = Command::new("python3")
-        .args([CHECK, MEMO, case])
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{case}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let lines = python_check(
+        "resolution_memo_check.py",
+        &[&driver_source("resolution_memo.py"), case],
     );
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect();
     assert_eq!(lines.len(), 3, "{lines:?}");
     for line in &lines {
         assert_eq!(

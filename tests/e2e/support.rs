@@ -837,3 +837,29 @@ pub fn real_cgc() -> Option<PathBuf> {
         }
     }
 }
+
+/// The driver's file in the source tree (`crates/cgc-fresh/driver/<name>`).
+pub fn driver_source(name: &str) -> String {
+    format!("{}/driver/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs one of the Python check scripts next to these tests
+/// (`tests/e2e/<script>`) with the system `python3` on `args`; it must
+/// exit 0. Its JSON lines, one value each.
+pub fn python_check(script: &str, args: &[&str]) -> Vec<Value> {
+    let path = format!("{}/../../tests/e2e/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{script} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
