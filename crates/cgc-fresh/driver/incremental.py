@@ -872,6 +872,25 @@ def resolve_calls(all_ok, imports_map, timings):
     return memo.resolve(all_ok, imports_map, timings)
 
 
+def patch(undo, owner, name, value):
+    """Sets `owner.name` to `value` for the length of a request and notes in
+    `undo` how to put back what `owner` itself held (an attribute it only
+    inherited is removed again)."""
+    held = owner.__dict__.get(name, _ABSENT)
+    setattr(owner, name, value)
+
+    def put_back():
+        if held is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, held)
+
+    undo.append(put_back)
+
+
+_ABSENT = object()
+
+
 # A worker's `.cgcignore` answers: {compiled rules: {relative path: ignored}}
 # (see `RequestMemos._memoize_ignore_matches`).
 _IGNORE_MEMO = {}
@@ -921,8 +940,7 @@ class RequestMemos:
                 read.append(original())
             return dict(read[0])
 
-        config_manager.load_config = load_config
-        self._undo.append(lambda: setattr(config_manager, "load_config", original))
+        patch(self._undo, config_manager, "load_config", load_config)
 
     def _memoize_ignore_matches(self):
         """`.cgcignore` matching answered from the worker's memo: a file's
@@ -966,8 +984,7 @@ class RequestMemos:
                 known = answers[file_path] = bool(original(matcher, file_path))
             return known
 
-        CGCIgnoreMatcher.match_file = match_file
-        self._undo.append(lambda: setattr(CGCIgnoreMatcher, "match_file", original))
+        patch(self._undo, CGCIgnoreMatcher, "match_file", match_file)
 
     def __exit__(self, *_exc):
         while self._undo:
@@ -1077,18 +1094,12 @@ class SchemaDeferred:
             self.skipped = True
 
         for cls, name in targets:
-            original = cls.__dict__.get(name)
-            setattr(cls, name, left_out)
-            self._undo.append((cls, name, original))
+            patch(self._undo, cls, name, left_out)
         return self
 
     def __exit__(self, *_exc):
         while self._undo:
-            cls, name, original = self._undo.pop()
-            if original is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, original)
+            self._undo.pop()()
         return False
 
 
@@ -1117,7 +1128,7 @@ class AbsentContainerQueriesSkipped:
             label for label, key in self.POSITION_KEYED.items() if not file_data.get(key)
         }
         self.skipped = 0
-        self._undo = None
+        self._undo = []
 
     def __enter__(self):
         import re
@@ -1145,15 +1156,12 @@ class AbsentContainerQueriesSkipped:
                 return EmbeddedResultWrapper(None)
             return original(session, query, **parameters)
 
-        EmbeddedSessionWrapper.run = run
-        self._undo = (EmbeddedSessionWrapper, original)
+        patch(self._undo, EmbeddedSessionWrapper, "run", run)
         return self
 
     def __exit__(self, *_exc):
-        if self._undo:
-            cls, original = self._undo
-            cls.run = original
-            self._undo = None
+        while self._undo:
+            self._undo.pop()()
         return False
 
 
@@ -1652,9 +1660,9 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
         edges = {}
         reader = KuzuReader.open(gb.db_manager, backend)
         timings["stored_edges_read_direct"] = 1 if reader else 0
+        keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
         try:
             for rel, shape, query in stored_edge_queries():
-                keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
                 try:
                     records = (reader.read if reader else read)(query, keys, prefix=prefix)
                 except Exception as exc:  # noqa: BLE001
@@ -1746,7 +1754,7 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
             if abs_path in stored_files:
                 with AbsentContainerQueriesSkipped(fd) as absent:
                     gb.add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
-                timings["container_queries_skipped"] = timings.get("container_queries_skipped", 0) + absent.skipped
+                timings["container_queries_skipped"] += absent.skipped
             else:
                 gb.add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
             for imp in fd.get("imports", []) or []:
