@@ -891,13 +891,26 @@ def patch(undo, owner, name, value):
 _ABSENT = object()
 
 
+class Patching:
+    """A context manager whose `__enter__` sets attributes with `patch`;
+    leaving puts them all back, last first."""
+
+    def __init__(self):
+        self._undo = []
+
+    def __exit__(self, *_exc):
+        while self._undo:
+            self._undo.pop()()
+        return False
+
+
 # A worker's `.cgcignore` answers: {compiled rules: {relative path: ignored}}
 # (see `RequestMemos._memoize_ignore_matches`).
 _IGNORE_MEMO = {}
 IGNORE_MEMO_MAX = 500_000
 
 
-class RequestMemos:
+class RequestMemos(Patching):
     """What stays the same for the length of one request, read once.
 
     CodeGraphContext re-reads its settings on every `get_config_value`:
@@ -918,9 +931,6 @@ class RequestMemos:
     A settings change or a moved file during a request is a race either
     way (CGC reads each at some moment of its run); the worker is let go
     on a `cgc` settings change, and the next request reads afresh."""
-
-    def __init__(self):
-        self._undo = []
 
     def __enter__(self):
         self._read_settings_once()
@@ -986,10 +996,6 @@ class RequestMemos:
 
         patch(self._undo, CGCIgnoreMatcher, "match_file", match_file)
 
-    def __exit__(self, *_exc):
-        while self._undo:
-            self._undo.pop()()
-        return False
 
 
 class CollectorPaused:
@@ -1060,7 +1066,7 @@ class RealpathMemo:
         return False
 
 
-class SchemaDeferred:
+class SchemaDeferred(Patching):
     """CGC's schema statements left out of one database open, when the
     stored-edge memo says the database is exactly as the worker's last
     request left it (and so is its schema, which that request's open
@@ -1075,9 +1081,9 @@ class SchemaDeferred:
     lacks the method, nothing is left out."""
 
     def __init__(self, active):
+        super().__init__()
         self.active = active
         self.skipped = False
-        self._undo = []
 
     def __enter__(self):
         if not self.active:
@@ -1097,13 +1103,9 @@ class SchemaDeferred:
             patch(self._undo, cls, name, left_out)
         return self
 
-    def __exit__(self, *_exc):
-        while self._undo:
-            self._undo.pop()()
-        return False
 
 
-class AbsentContainerQueriesSkipped:
+class AbsentContainerQueriesSkipped(Patching):
     """While CGC's writer adds one file the driver has just deleted from
     the graph (`delete_file_from_graph`), its statements that attach the
     file's methods to their container — one per container label, each
@@ -1127,8 +1129,8 @@ class AbsentContainerQueriesSkipped:
         self.absent = {
             label for label, key in self.POSITION_KEYED.items() if not file_data.get(key)
         }
+        super().__init__()
         self.skipped = 0
-        self._undo = []
 
     def __enter__(self):
         import re
@@ -1159,10 +1161,6 @@ class AbsentContainerQueriesSkipped:
         patch(self._undo, EmbeddedSessionWrapper, "run", run)
         return self
 
-    def __exit__(self, *_exc):
-        while self._undo:
-            self._undo.pop()()
-        return False
 
 
 class PurgeDeferred:
