@@ -1204,7 +1204,7 @@ def open_database(repo, timings):
     memo = stored_edge_memo()
     with SchemaDeferred(bool(memo) and memo.left_as_it_was()) as deferred:
         db_manager, graph_builder, finder, ctx = _initialize_services(None, cwd=repo)
-    if deferred.skipped and not memo.left_as_it_was(getattr(db_manager, "db_path", None)):
+    if deferred.skipped and not memo.left_as_it_was(getattr(db_manager, "db_path", None), compare=False):
         # Someone opened the database between the look and the open.
         close_database(db_manager)
         db_manager, graph_builder, finder, ctx = _initialize_services(None, cwd=repo)
@@ -1684,6 +1684,7 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     else:
         stored, stored_files = remembered
     timings["stored_edges_remembered"] = 0 if remembered is None else 1
+    timings["stored_edges_by_content"] = 1 if remembered is not None and memo.by_content else 0
     # Edges into the changed files from outside the repository prefix are
     # not ours to re-link; edges from inside are in `stored`.
     dependants = {
@@ -1952,6 +1953,11 @@ def serve(opts):
         emit(result)
         if code not in (EXIT_OK, EXIT_UNSUPPORTED):
             return code
+        memo = stored_edge_memo()
+        if memo:
+            # Off the answer's path: what the close left, for the next
+            # request's comparison (see `stored_edges.py`).
+            memo.settle()
         release_memory()
 
 
@@ -1968,6 +1974,12 @@ def run_prepare(opts):
             return
         with RequestMemos(), CollectorPaused():
             run_apply(opts, [], timings, prepare_only=True)
+        memo = stored_edge_memo()
+        if memo:
+            # The comparison of the database's contents, when another
+            # process rewrote its header, is made now rather than by the
+            # request it prepares for.
+            memo.left_as_it_was()
         print(f"cgc-fresh: prepared in {time.monotonic() - started:.3f} s: {json.dumps(_clean(timings))}",
               file=sys.stderr)
     except Interrupted:

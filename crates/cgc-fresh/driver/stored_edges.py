@@ -9,19 +9,38 @@ Loaded by the incremental driver from the file next to it (the service
 writes it there as `incremental-stored-edges.py`).
 
 **When the memo is used.** Only for Kùzu, and only when the database file,
-after this request opened it, is exactly as this worker's last request
-left it when it closed: same device, inode, size, mtime and ctime (ns), and
-no write-ahead log beside it. Measured on the Kùzu CodeGraphContext 0.6.13
-ships: opening the database as the CLI does, and reading it, leave the
-file as it is; every close of a database opened for writing — even one
-that wrote nothing — rewrites the file (a new mtime); a write not yet
-checkpointed leaves `<db>.wal`. So any other process that opened the
-database since (the person's own `cgc`, a reconcile, a writer that
-crashed) makes the memo a miss, and the edges are read. The check is made
-while this request holds the database, so nobody can write between the
-check and the use. Any doubt — another database path, another
-repository, a request that failed, a close that failed, a whole-repository
-link pass (C++ and C# files) — drops the memo.
+after this request opened it, holds what this worker's last request left
+when it closed. Measured on the Kùzu CodeGraphContext 0.6.13 ships:
+opening the database as the CLI does, and reading it, leave the file as
+it is; every close of a database opened for writing — even one that wrote
+nothing, as the person's own `cgc query` — rewrites the file's first page
+(a new mtime; the header's page-range fields change) and nothing else; a
+write changes pages after the first one, and a write not yet
+checkpointed leaves `<db>.wal`. So the memo holds when either
+
+- the file's identity (device, inode, size, mtime and ctime in ns) is the
+  one it had right after that close, or
+- its contents after the first page (`HEADER_BYTES`) are byte for byte
+  those it had then (compared by SHA-256, read through `O_NOFOLLOW` and
+  bracketed by two identical looks at the identity), with no write-ahead
+  log or shadow file beside it: only header-only closes, as the person's
+  queries make, came between.
+
+The digest of what the close left is taken once the request's answer is
+out (`settle`), and the comparison when a request or a prepare first asks
+(`left_as_it_was`) — before the database is opened, so neither is part of
+the lock. Once the lock is held the identity is looked at again: the
+file must be the one that was compared. Anything else — a reconcile, a
+writer that crashed, another program's write — makes the memo a miss,
+and the edges are read. Any doubt — another database path, another
+repository, a request that failed, a close that failed, a
+whole-repository link pass (C++ and C# files) — drops the memo.
+
+What the content rule does not see: a header-only difference that
+points the database at other pages than ours, each byte of which the
+file already held — another writer putting back exactly a state the file
+was in before, page for page. No checkpoint that writes new content
+does that; the verify mode below would catch it in the tests.
 
 **The schema.** The same check tells a request that the database's
 schema (node and relationship tables, constraints, indexes, CGC's column
@@ -40,7 +59,9 @@ every remembered answer is checked against a fresh read, and a mismatch
 fails the request.
 """
 
+import hashlib
 import os
+import stat as stat_mod
 
 VERIFY_ENV = "CGC_FRESH_VERIFY_STORED_EDGES"
 # Backends whose database is one file this memo can watch.
@@ -49,6 +70,11 @@ WATCHED_BACKENDS = ("kuzudb",)
 # (`write_cpp_class_function_links`, C#'s partial classes): their edges are
 # not only the re-linked files'.
 WHOLE_REPOSITORY_SUFFIXES = (".cpp", ".h", ".hpp", ".hh", ".cs")
+# Kùzu's database header: the file's first page. A close that wrote
+# nothing rewrites it alone.
+HEADER_BYTES = 4096
+# Files Kùzu leaves beside the database while a write is not checkpointed.
+SIDE_FILES = (".wal", ".shadow")
 
 
 class StoredEdgeMismatch(Exception):
@@ -57,16 +83,49 @@ class StoredEdgeMismatch(Exception):
 
 def _identity(path):
     """The database file's identity, None when it cannot be trusted (not a
-    regular file, or a write-ahead log beside it)."""
+    regular file, or a write-ahead log or shadow file beside it)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return None
-    import stat as stat_mod
-
-    if not stat_mod.S_ISREG(st.st_mode) or os.path.lexists(path + ".wal"):
+    if not stat_mod.S_ISREG(st.st_mode) or any(os.path.lexists(path + side) for side in SIDE_FILES):
         return None
+    return _stat_identity(st)
+
+
+def _stat_identity(st):
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _content_digest(path):
+    """(identity, SHA-256 of everything after the header page) of the file
+    at `path`, or None when it cannot be read as one unchanged regular
+    file: the identity is the same before the read, of the opened file
+    (`O_NOFOLLOW`) and after the read."""
+    before = _identity(path)
+    if before is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if _stat_identity(os.fstat(fd)) != before:
+            return None
+        digest = hashlib.sha256()
+        os.lseek(fd, HEADER_BYTES, os.SEEK_SET)
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            digest.update(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if _identity(path) != before:
+        return None
+    return before, digest.digest()
 
 
 class StoredEdgeMemo:
@@ -76,6 +135,12 @@ class StoredEdgeMemo:
     def __init__(self):
         self._kept = None  # (place, identity, stored, stored_files)
         self._pending = None  # (place, stored, stored_files), until the close
+        # SHA-256 of the kept file after its header page (`settle`).
+        self._digest = None
+        # An identity whose contents were found to be the kept ones.
+        self._accepted = None
+        # Whether the last `recall` answered through the contents.
+        self.by_content = False
         self.verify = os.environ.get(VERIFY_ENV) == "1"
 
     @staticmethod
@@ -87,28 +152,62 @@ class StoredEdgeMemo:
     def recall(self, place):
         """(stored, stored_files) as the last request left them, or None.
         The memo is spent either way: `remember` makes the next one."""
-        kept, self._kept, self._pending = self._kept, None, None
-        if place is None or kept is None or kept[0] != place:
-            return None
-        identity = _identity(place[1])
-        if identity is None or identity != kept[1]:
-            return None
-        return kept[2], kept[3]
+        kept = self._kept
+        self.by_content = False
+        answer = None
+        if place is not None and kept is not None and kept[0] == place:
+            # Under the lock: the file must be the one compared before.
+            by = self._still_ours(kept, compare=False)
+            if by:
+                self.by_content = by == "contents"
+                answer = (kept[2], kept[3])
+        self._kept, self._pending, self._digest, self._accepted = None, None, None, None
+        return answer
 
-    def left_as_it_was(self, db_path=None):
+    def left_as_it_was(self, db_path=None, *, compare=True):
         """Whether the database this memo kept (at `db_path`, when given)
-        is still exactly as the last request left it when it closed. Does
-        not spend the memo. Asked before the database opens (is its schema
-        known to be in place?) and again once it is open (see
-        `SchemaDeferred` in the driver)."""
+        still holds what the last request left when it closed (see the
+        module doc). Does not spend the memo. Asked before the database
+        opens (is its schema known to be in place?) and after a prepare,
+        where the contents may be compared; and once the database is open
+        (see `SchemaDeferred` in the driver) with `compare=False`: under
+        the lock only the identity is looked at, which must be the one
+        found before."""
         kept = self._kept
         if kept is None:
             return False
-        path = kept[0][1]
-        if db_path is not None and (not isinstance(db_path, str) or os.path.abspath(db_path) != path):
+        if db_path is not None and (not isinstance(db_path, str) or os.path.abspath(db_path) != kept[0][1]):
             return False
-        identity = _identity(path)
-        return identity is not None and identity == kept[1]
+        return bool(self._still_ours(kept, compare=compare))
+
+    def _still_ours(self, kept, compare):
+        """How the kept file is known to be still as the last request left
+        it — by its "identity" or by its "contents" (compared now only if
+        `compare`) — or None."""
+        identity = _identity(kept[0][1])
+        if identity is None:
+            return None
+        if identity == kept[1]:
+            return "identity"
+        if identity == self._accepted:
+            return "contents"
+        if self._digest is None or not compare:
+            return None
+        looked = _content_digest(kept[0][1])
+        if looked is None or looked[0] != identity or looked[1] != self._digest:
+            return None
+        self._accepted = identity
+        return "contents"
+
+    def settle(self):
+        """Once the request's answer is out: the digest of the file the
+        close left, if the file is still the one the close left."""
+        kept = self._kept
+        if kept is None or self._digest is not None:
+            return
+        looked = _content_digest(kept[0][1])
+        if looked is not None and looked[0] == kept[1]:
+            self._digest = looked[1]
 
     def check(self, remembered, read):
         """Verify mode: the remembered answer must equal a fresh read."""
@@ -154,3 +253,4 @@ class StoredEdgeMemo:
         identity = _identity(pending[0][1])
         if identity is not None:
             self._kept = (pending[0], identity, pending[1], pending[2])
+            self._digest, self._accepted = None, None
