@@ -20,6 +20,7 @@ mod protocol;
 mod real_cgc;
 mod resolution_memo;
 mod serve;
+mod session_patches;
 mod sessions;
 mod shell_edits;
 mod soak;

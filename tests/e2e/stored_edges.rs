@@ -97,6 +97,12 @@ fn the_stored_edge_memo_is_used_only_while_no_other_process_wrote_the_database()
         .map(|t| figure(t, "container_queries_skipped"))
         .collect();
     assert_eq!(containers, [6, 6, 6, 6, 6], "{timings:?}");
+    // Its delete kept its directory (`pkg`), which it is written into
+    // again, and its five Parameter rows, all distinct, went in one batch.
+    for key in ["directory_queries_kept", "parameter_batches"] {
+        let used: Vec<u64> = timings.iter().map(|t| figure(t, key)).collect();
+        assert_eq!(used, [1, 1, 1, 1, 1], "{key}: {timings:?}");
+    }
     drop(conn);
     drop(service);
 
