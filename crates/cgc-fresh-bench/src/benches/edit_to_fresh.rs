@@ -150,6 +150,7 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
         "parse cache",
         "parse + resolve",
         "database held",
+        "stored edges",
         "driver total",
         "service reported",
         "graph right",
@@ -180,6 +181,7 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
                 .sum();
             format!("{sum:.2} s")
         });
+        let stored_edges = s.timings.as_ref().map(stored_edges_path);
         table.row(vec![
             format!("`{}`", s.strategy),
             s.ran.clone(),
@@ -190,6 +192,7 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
             cache.unwrap_or_else(|| "—".into()),
             parse_resolve.unwrap_or_else(|| "—".into()),
             t("db_held_s"),
+            stored_edges.unwrap_or("—").to_string(),
             t("total_s"),
             s.reported.clone(),
             format!("{} ({})", yes_no(s.right), s.graph),
@@ -278,7 +281,9 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
          Graph right = `cgc query` finds the new name once and the old name nowhere (asked while \
          the service idles between syncs; no full-graph comparison here — that is the e2e \
          equality test's job). Parse + resolve, database held (open → close, the time the \
-         person's own `cgc` is locked out) and driver total are the driver's own timings from \
+         person's own `cgc` is locked out), stored edges (read under the lock, or taken from the \
+         worker's memo: \"contents compared\" when the file's header page had been rewritten by the \
+         bench's own `cgc query`) and driver total are the driver's own timings from \
          its result line; \"prepared ahead\": the worker parsed and resolved the tree when the \
          edit settled, during the batching window, and the request only checked that the tree \
          was unchanged (driver total is then the request's alone). The first incremental sample \
@@ -360,6 +365,22 @@ fn measure(
 
 /// The driver timings of every `incremental_applied` event in a service
 /// log, in order (the field is the Debug form of `Option<map>`).
+/// How a request had the repository's stored link edges: read under the
+/// lock, or taken from the worker's memo — the database file unchanged,
+/// or only its header page rewritten (the bench's own `cgc query` between
+/// samples does that) and its contents compared.
+fn stored_edges_path(timings: &Value) -> &'static str {
+    let flag = |key: &str| timings[key].as_f64() == Some(1.0);
+    match (
+        flag("stored_edges_remembered"),
+        flag("stored_edges_by_content"),
+    ) {
+        (false, _) => "read",
+        (true, false) => "remembered",
+        (true, true) => "remembered, contents compared",
+    }
+}
+
 fn driver_timings(log: &Path) -> Vec<Value> {
     let Ok(text) = fs::read_to_string(log) else {
         return Vec::new();
@@ -434,5 +455,23 @@ mod tests {
         assert_eq!(timings.len(), 1);
         assert_eq!(timings[0]["db_held_s"], 0.5);
         assert_eq!(timings[0]["parse_s"], 1.25);
+    }
+
+    #[test]
+    fn the_stored_edge_path_is_named_from_the_drivers_flags() {
+        let path = |v: Value| stored_edges_path(&v);
+        assert_eq!(path(serde_json::json!({})), "read");
+        assert_eq!(
+            path(serde_json::json!({"stored_edges_remembered": 0, "stored_edges_by_content": 0})),
+            "read"
+        );
+        assert_eq!(
+            path(serde_json::json!({"stored_edges_remembered": 1, "stored_edges_by_content": 0})),
+            "remembered"
+        );
+        assert_eq!(
+            path(serde_json::json!({"stored_edges_remembered": 1, "stored_edges_by_content": 1})),
+            "remembered, contents compared"
+        );
     }
 }
