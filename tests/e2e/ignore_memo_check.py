@@ -10,11 +10,11 @@ answers, and how many paths the matcher itself was asked. The Rust test
 (`ignore_memo.rs`) judges them.
 """
 
-import importlib.util
 import json
 import re
 import sys
-import types
+
+import stand_in_cgc
 
 PATHS = ["pkg/a.py", "build/x.py", "build/keep.py", "docs/conf.py", "pkg/build/y.py", "z.py"]
 
@@ -41,21 +41,7 @@ class CGCIgnoreMatcher:
 
 
 def load_driver(path):
-    package = types.ModuleType("codegraphcontext")
-    core = types.ModuleType("codegraphcontext.core")
-    cgcignore = types.ModuleType("codegraphcontext.core.cgcignore")
-    cgcignore.CGCIgnoreMatcher = CGCIgnoreMatcher
-    package.core = core
-    core.cgcignore = cgcignore
-    sys.modules.update({
-        "codegraphcontext": package,
-        "codegraphcontext.core": core,
-        "codegraphcontext.core.cgcignore": cgcignore,
-    })
-    spec = importlib.util.spec_from_file_location("cgc_fresh_driver", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return stand_in_cgc.load_driver(path, cgcignore={"CGCIgnoreMatcher": CGCIgnoreMatcher})
 
 
 def answers(driver, patterns, paths=PATHS):

@@ -9,10 +9,10 @@ Prints one JSON line per case; the Rust test (`session_patches.rs`)
 judges them.
 """
 
-import importlib.util
 import json
 import sys
-import types
+
+import stand_in_cgc
 
 PARENTS = """
                 MATCH (f:File {path: $path})<-[:CONTAINS*]-(d:Directory)
@@ -51,22 +51,10 @@ class EmbeddedSessionWrapper:
 
 
 def load_driver(path):
-    package = types.ModuleType("codegraphcontext")
-    core = types.ModuleType("codegraphcontext.core")
-    embedded = types.ModuleType("codegraphcontext.core.database_embedded_kuzu")
-    embedded.EmbeddedResultWrapper = EmbeddedResultWrapper
-    embedded.EmbeddedSessionWrapper = EmbeddedSessionWrapper
-    package.core = core
-    core.database_embedded_kuzu = embedded
-    sys.modules.update({
-        "codegraphcontext": package,
-        "codegraphcontext.core": core,
-        "codegraphcontext.core.database_embedded_kuzu": embedded,
+    return stand_in_cgc.load_driver(path, database_embedded_kuzu={
+        "EmbeddedResultWrapper": EmbeddedResultWrapper,
+        "EmbeddedSessionWrapper": EmbeddedSessionWrapper,
     })
-    spec = importlib.util.spec_from_file_location("cgc_fresh_driver", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def rows(*keys):

@@ -848,7 +848,10 @@ pub fn driver_source(name: &str) -> String {
 /// exit 0. Its JSON lines, one value each.
 pub fn python_check(script: &str, args: &[&str]) -> Vec<Value> {
     let path = format!("{}/../../tests/e2e/{script}", env!("CARGO_MANIFEST_DIR"));
+    // `-B`: the scripts import their shared helper (`stand_in_cgc.py`);
+    // nothing is written into the source tree.
     let out = Command::new("python3")
+        .arg("-B")
         .arg(&path)
         .args(args)
         .output()
