@@ -51,6 +51,7 @@ reconcile instead); 130/143 interrupted by SIGINT/SIGTERM.
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -1121,7 +1122,39 @@ def _one_line(query):
     return " ".join(query.split()) if isinstance(query, str) else None
 
 
-class AbsentContainerQueriesSkipped(Patching):
+class SessionStatements(Patching):
+    """A `Patching` of CGC's embedded (Kùzu) session's `run` for the length
+    of a request: every statement goes through `statement(run, session,
+    query, parameters)`, `run` being the method as shipped. Nothing is
+    patched where this CGC has no embedded session or `wanted()` is false."""
+
+    _result_class = None
+
+    def wanted(self):
+        return True
+
+    def statement(self, run, session, query, parameters):
+        return run(session, query, **parameters)
+
+    def nothing(self):
+        """The answer of a statement left out: no rows."""
+        return self._result_class(None)
+
+    def __enter__(self):
+        embedded = _embedded_session()
+        if embedded is None or not self.wanted():
+            return self
+        session_class, self._result_class = embedded
+        shipped = session_class.__dict__["run"]
+
+        def run(session, query, **parameters):
+            return self.statement(shipped, session, query, parameters)
+
+        patch(self._undo, session_class, "run", run)
+        return self
+
+
+class AbsentContainerQueriesSkipped(SessionStatements):
     """While CGC's writer adds one file the driver has just deleted from
     the graph (`delete_file_from_graph`), its statements that attach the
     file's methods to their container — one per container label, each
@@ -1139,7 +1172,12 @@ class AbsentContainerQueriesSkipped(Patching):
         "Interface": "interfaces", "Struct": "structs", "Record": "records",
         "Trait": "traits", "Object": "objects", "Mixin": "mixins",
     }
-    QUERY = None
+    QUERY = re.compile(
+        r"\s*UNWIND \$batch AS row\s+MATCH \(c:(\w+) \{name: row\.class_name, path: \$file_path\}\)"
+        r"\s+MATCH \(fn:Function \{name: row\.func_name, path: \$file_path, line_number: row\.func_line\}\)"
+        r"\s+WHERE row\.class_line < 0 OR c\.line_number = row\.class_line"
+        r"\s+MERGE \(c\)-\[:CONTAINS\]->\(fn\)\s*$"
+    )
 
     def __init__(self, file_data):
         self.absent = {
@@ -1148,36 +1186,15 @@ class AbsentContainerQueriesSkipped(Patching):
         super().__init__()
         self.skipped = 0
 
-    def __enter__(self):
-        import re
-
-        embedded = _embedded_session()
-        if embedded is None:
-            return self
-        session_class, result_class = embedded
-        if AbsentContainerQueriesSkipped.QUERY is None:
-            AbsentContainerQueriesSkipped.QUERY = re.compile(
-                r"\s*UNWIND \$batch AS row\s+MATCH \(c:(\w+) \{name: row\.class_name, path: \$file_path\}\)"
-                r"\s+MATCH \(fn:Function \{name: row\.func_name, path: \$file_path, line_number: row\.func_line\}\)"
-                r"\s+WHERE row\.class_line < 0 OR c\.line_number = row\.class_line"
-                r"\s+MERGE \(c\)-\[:CONTAINS\]->\(fn\)\s*$"
-            )
-        original = session_class.__dict__["run"]
-        query_shape = AbsentContainerQueriesSkipped.QUERY
-
-        def run(session, query, **parameters):
-            match = query_shape.fullmatch(query) if isinstance(query, str) else None
-            if match and match.group(1) in self.absent:
-                self.skipped += 1
-                return result_class(None)
-            return original(session, query, **parameters)
-
-        patch(self._undo, session_class, "run", run)
-        return self
+    def statement(self, run, session, query, parameters):
+        match = self.QUERY.fullmatch(query) if isinstance(query, str) else None
+        if match and match.group(1) in self.absent:
+            self.skipped += 1
+            return self.nothing()
+        return run(session, query, **parameters)
 
 
-
-class ParentDirectoriesKept(Patching):
+class ParentDirectoriesKept(SessionStatements):
     """While CGC deletes a file the driver writes again in the same request,
     the delete leaves the file's directories alone: its first statement,
     which lists them (`MATCH (f:File {path: $path})<-[:CONTAINS*]-(d:Directory)
@@ -1199,24 +1216,17 @@ class ParentDirectoriesKept(Patching):
         self.rewritten = set(rewritten_paths)
         self.kept = 0
 
-    def __enter__(self):
-        embedded = _embedded_session()
-        if embedded is None or not self.rewritten:
-            return self
-        session_class, result_class = embedded
-        original = session_class.__dict__["run"]
+    def wanted(self):
+        return bool(self.rewritten)
 
-        def run(session, query, **parameters):
-            if parameters.get("path") in self.rewritten and _one_line(query) == self.QUERY:
-                self.kept += 1
-                return result_class(None)
-            return original(session, query, **parameters)
-
-        patch(self._undo, session_class, "run", run)
-        return self
+    def statement(self, run, session, query, parameters):
+        if parameters.get("path") in self.rewritten and _one_line(query) == self.QUERY:
+            self.kept += 1
+            return self.nothing()
+        return run(session, query, **parameters)
 
 
-class ParameterRowsBatched(Patching):
+class ParameterRowsBatched(SessionStatements):
     """While CGC's writer adds a file, its statement that merges the
     functions' Parameter nodes and HAS_PARAMETER edges runs as one batch
     when no two of its rows name the same Parameter, instead of one
@@ -1255,30 +1265,20 @@ class ParameterRowsBatched(Patching):
             keys.add(key)
         return True
 
-    def __enter__(self):
-        embedded = _embedded_session()
-        if embedded is None:
-            return self
-        session_class, _result_class = embedded
-        original = session_class.__dict__["run"]
-
-        def run(session, query, **parameters):
-            if not (self.distinct_keys(parameters.get("batch")) and _one_line(query) == self.QUERY):
-                return original(session, query, **parameters)
-            held = session.__dict__.get("_skip_unwind_fallback", _ABSENT)
-            session._skip_unwind_fallback = True
-            try:
-                result = original(session, query, **parameters)
-            finally:
-                if held is _ABSENT:
-                    session.__dict__.pop("_skip_unwind_fallback", None)
-                else:
-                    session._skip_unwind_fallback = held
-            self.batched += 1
-            return result
-
-        patch(self._undo, session_class, "run", run)
-        return self
+    def statement(self, run, session, query, parameters):
+        if not (self.distinct_keys(parameters.get("batch")) and _one_line(query) == self.QUERY):
+            return run(session, query, **parameters)
+        held = session.__dict__.get("_skip_unwind_fallback", _ABSENT)
+        session._skip_unwind_fallback = True
+        try:
+            result = run(session, query, **parameters)
+        finally:
+            if held is _ABSENT:
+                session.__dict__.pop("_skip_unwind_fallback", None)
+            else:
+                session._skip_unwind_fallback = held
+        self.batched += 1
+        return result
 
 
 class PurgeDeferred:

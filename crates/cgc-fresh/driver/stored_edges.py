@@ -14,7 +14,7 @@ when it closed. Measured on the Kùzu CodeGraphContext 0.6.13 ships:
 opening the database as the CLI does, and reading it, leave the file as
 it is; every close of a database opened for writing — even one that wrote
 nothing, as the person's own `cgc query` — rewrites the file's first page
-(a new mtime; the header's page-range fields change) and nothing else; a
+(a new mtime; two bytes of the header change) and nothing else; a
 write changes pages after the first one, and a write not yet
 checkpointed leaves `<db>.wal`. So the memo holds when either
 
