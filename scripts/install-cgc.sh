@@ -5,13 +5,18 @@
 #
 # Usage: scripts/install-cgc.sh [--with-falkordb]
 #   --with-falkordb  also install the FalkorDB server venv (falkordblite on
-#                    Python 3.12) used by scripts/falkordb-server.sh.
+#                    Python 3.12) used by scripts/falkordb-server.sh, and a
+#                    second pinned `cgc` on Python 3.12 whose default backend
+#                    is FalkorDB Lite; its path is printed on stderr as
+#                    `cgc-lite: PATH` and written to CGC_FRESH_LITE_PATH_FILE
+#                    when that is set.
 #
 # Environment:
 #   CGC_FRESH_VENV              cgc venv (default <repo>/.cache/cgc-venv)
 #   CGC_FRESH_PYTHON            interpreter for it (default python3, i.e. 3.11)
 #   CGC_FRESH_FALKORDB_VENV     server venv (default <repo>/.cache/falkordb-venv)
 #   CGC_FRESH_FALKORDB_PYTHON   interpreter for it (default: pyenv's newest 3.12)
+#   CGC_FRESH_LITE_VENV         FalkorDB Lite cgc venv (default <repo>/.cache/cgc-lite-venv)
 #
 # Output: progress and pip's output on stderr; the last (and only) line on
 # stdout is the absolute path of the installed `cgc` executable.
@@ -26,6 +31,7 @@ readonly script_dir repo_root support_dir
 
 readonly cgc_requirements="${support_dir}/requirements-cgc.txt"
 readonly falkordb_requirements="${support_dir}/requirements-falkordb.txt"
+readonly lite_requirements="${support_dir}/requirements-cgc-lite.txt"
 readonly parser_shim_dir="${support_dir}/tree_sitter_languages"
 
 log() {
@@ -38,7 +44,7 @@ die() {
 }
 
 usage() {
-    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 }
 
 # The stamp records everything the venv was built from: the exact pins and a
@@ -122,14 +128,14 @@ with_install_lock() {
 }
 
 install_cgc_venv() {
-    local venv="$1" python="$2" expected="$3"
+    local venv="$1" python="$2" expected="$3" requirements="${4:-${cgc_requirements}}"
     # Re-check under the lock: another process may have finished meanwhile.
     if stamp_matches "${venv}" "${expected}"; then
         return 0
     fi
     create_venv "${python}" "${venv}"
     log "installing pinned codegraphcontext into ${venv} (about a minute the first time)"
-    venv_pip "${venv}" install --progress-bar off -r "${cgc_requirements}"
+    venv_pip "${venv}" install --progress-bar off -r "${requirements}"
     venv_pip "${venv}" check
     install_parser_shim "${venv}"
     [[ -x "${venv}/bin/cgc" ]] || die "pip finished but ${venv}/bin/cgc is missing"
@@ -239,6 +245,22 @@ main() {
             falkordb_python="$(find_python312)" ||
                 die "no Python 3.12 found (looked in pyenv's versions/3.12.* and for python3.12); set CGC_FRESH_FALKORDB_PYTHON"
             with_install_lock "${falkordb_venv}" install_falkordb_venv "${falkordb_venv}" "${falkordb_python}" "${falkordb_expected}"
+        fi
+
+        [[ -f "${lite_requirements}" ]] || die "missing ${lite_requirements}"
+        local lite_venv
+        lite_venv="$(absolute_path "${CGC_FRESH_LITE_VENV:-${repo_root}/.cache/cgc-lite-venv}")"
+        local lite_expected
+        lite_expected="$(expected_stamp "${lite_requirements}" "parser-shim-sha256 $(shim_hash)")"
+        if ! stamp_matches "${lite_venv}" "${lite_expected}"; then
+            local lite_python
+            lite_python="$(find_python312)" ||
+                die "no Python 3.12 found (looked in pyenv's versions/3.12.* and for python3.12); set CGC_FRESH_FALKORDB_PYTHON"
+            with_install_lock "${lite_venv}" install_cgc_venv "${lite_venv}" "${lite_python}" "${lite_expected}" "${lite_requirements}"
+        fi
+        log "cgc-lite: ${lite_venv}/bin/cgc"
+        if [[ -n "${CGC_FRESH_LITE_PATH_FILE:-}" ]]; then
+            printf '%s\n' "${lite_venv}/bin/cgc" >"${CGC_FRESH_LITE_PATH_FILE}"
         fi
     fi
 

@@ -21,8 +21,15 @@ echo "== build (the end-to-end tests run these binaries)"
 cargo build --workspace --bins --locked
 
 echo "== the real cgc (pinned, in a virtualenv this suite owns)"
-CGC_FRESH_REAL_CGC="$(scripts/install-cgc.sh --with-falkordb | tail -n 1)"
+export CGC_FRESH_LITE_VENV="${CGC_FRESH_LITE_VENV:-$cache/cgc-lite-venv}"
+lite_path_file="$(mktemp)"
+CGC_FRESH_REAL_CGC="$(CGC_FRESH_LITE_PATH_FILE="$lite_path_file" scripts/install-cgc.sh --with-falkordb | tail -n 1)"
 export CGC_FRESH_REAL_CGC
+# The same pinned CodeGraphContext on Python 3.12, whose default backend is
+# FalkorDB Lite (the real-CLI exactness tests run on it too).
+CGC_FRESH_REAL_CGC_LITE="$(cat "$lite_path_file")"
+rm -f "$lite_path_file"
+export CGC_FRESH_REAL_CGC_LITE
 export CGC_FRESH_FALKORDB_SERVER_SCRIPT="$repo/scripts/falkordb-server.sh"
 # Real-CLI tests fail (not skip) when this is set and the CLI is missing.
 export CGC_FRESH_REQUIRE_REAL_CGC=1

@@ -1,7 +1,9 @@
-//! The graph backends the real-CLI tests run against — Kùzu (embedded: a
-//! database file under HOME) and a FalkorDB server on loopback — and one
-//! handle per graph to drive the real `cgc` at it, ask it Cypher and dump it
-//! for comparison.
+//! The graph backends the real-CLI tests run against — Kùzu and LadybugDB
+//! (embedded: a database file under HOME), FalkorDB Lite (CGC's default on
+//! Python 3.12: an embedded FalkorDB saved to a file under HOME, through the
+//! second pinned `cgc`) and a FalkorDB server on loopback — and one handle
+//! per graph to drive the real `cgc` at it, ask it Cypher and dump it for
+//! comparison.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -14,6 +16,12 @@ use serde_json::Value;
 pub enum GraphBackend {
     /// `--db kuzudb`: one database per HOME.
     Kuzu,
+    /// `--db ladybugdb`: one database per HOME.
+    Ladybug,
+    /// No backend named at all: the Python 3.12 `cgc`
+    /// (`CGC_FRESH_REAL_CGC_LITE`) picks FalkorDB Lite by itself, one
+    /// saved graph per HOME.
+    FalkorLite,
     /// `DEFAULT_DATABASE=falkordb-remote`: graphs by name on this server.
     FalkorDb(FalkorServer),
 }
@@ -33,20 +41,44 @@ impl GraphBackend {
         GraphBackend::falkordb()
     }
 
+    /// The `cgc` for this backend, or `None` (the test is skipped) when it
+    /// is not installed: the pinned one, or for FalkorDB Lite its Python
+    /// 3.12 twin (a failure instead when `CGC_FRESH_REQUIRE_REAL_CGC` is set).
+    pub fn real_cgc(&self) -> Option<PathBuf> {
+        match self {
+            GraphBackend::FalkorLite => crate::support::real_cgc_lite(),
+            _ => crate::support::real_cgc(),
+        }
+    }
+
     /// CGC's root options for every call (the service's `cgc.globalArgs`).
     pub fn global_args(&self) -> Vec<String> {
         match self {
             GraphBackend::Kuzu => vec!["--db".into(), "kuzudb".into()],
-            // No `--db`: CGC picks the server from the environment.
-            GraphBackend::FalkorDb(_) => Vec::new(),
+            GraphBackend::Ladybug => vec!["--db".into(), "ladybugdb".into()],
+            // No `--db`: CGC picks FalkorDB Lite itself, the server from
+            // the environment.
+            GraphBackend::FalkorLite | GraphBackend::FalkorDb(_) => Vec::new(),
         }
+    }
+
+    /// Whether this is the embedded Kùzu (the worker's stored-edge memo and
+    /// direct reads apply).
+    pub fn is_kuzu(&self) -> bool {
+        matches!(self, GraphBackend::Kuzu)
+    }
+
+    /// Whether CGC talks to it through its embedded Kùzu-dialect session
+    /// (Kùzu and LadybugDB: the worker's session patches apply).
+    pub fn has_embedded_session(&self) -> bool {
+        matches!(self, GraphBackend::Kuzu | GraphBackend::Ladybug)
     }
 
     /// The environment that points CGC at the graph named `graph` (on
     /// Kùzu the graph is HOME's database and the name is not used).
     pub fn env(&self, graph: &str) -> Vec<(String, String)> {
         match self {
-            GraphBackend::Kuzu => Vec::new(),
+            GraphBackend::Kuzu | GraphBackend::Ladybug | GraphBackend::FalkorLite => Vec::new(),
             GraphBackend::FalkorDb(server) => {
                 let mut env = server.env();
                 env.push(("FALKORDB_GRAPH_NAME".into(), graph.into()));
@@ -64,6 +96,19 @@ impl GraphBackend {
                 home.join(".codegraphcontext/global/db/kuzudb")
                     .display()
                     .to_string(),
+            ],
+            GraphBackend::Ladybug => vec![
+                "ladybug".to_string(),
+                home.join(".codegraphcontext/global/db/ladybugdb")
+                    .display()
+                    .to_string(),
+            ],
+            GraphBackend::FalkorLite => vec![
+                "falkordb-lite".to_string(),
+                home.join(".codegraphcontext/global/db/falkordb")
+                    .display()
+                    .to_string(),
+                "codegraph".to_string(),
             ],
             GraphBackend::FalkorDb(server) => vec![
                 "falkordb".to_string(),

@@ -38,6 +38,25 @@ macro_rules! on_both_backends {
     };
 }
 
+/// The four tests of one real-CLI exactness check: on Kùzu, LadybugDB,
+/// FalkorDB Lite (the Python 3.12 `cgc`, no backend named) and a FalkorDB
+/// server (each returns at once where its backend is not installed).
+macro_rules! on_every_backend {
+    ($check:ident, $on_kuzu:ident, $on_ladybug:ident, $on_lite:ident, $on_falkordb:ident) => {
+        on_both_backends!($check, $on_kuzu, $on_falkordb);
+
+        #[test]
+        fn $on_ladybug() {
+            $check(&GraphBackend::Ladybug);
+        }
+
+        #[test]
+        fn $on_lite() {
+            $check(&GraphBackend::FalkorLite);
+        }
+    };
+}
+
 fn names(rows: &[Value], column: &str) -> BTreeSet<String> {
     rows.iter()
         .filter_map(|row| row[column].as_str().map(str::to_string))
@@ -80,6 +99,16 @@ pub(crate) fn replace_in(ws: &Path, rel: &str, from: &str, to: &str) {
 
 /// The service, syncing with `incremental` into the graph `cli` names.
 pub(crate) fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service {
+    service_with(sandbox, cli, cgc, &[])
+}
+
+/// `service` with more environment for it (and so for its children).
+pub(crate) fn service_with(
+    sandbox: &Sandbox,
+    cli: &GraphCli,
+    cgc: &Path,
+    extra: &[(&str, &str)],
+) -> Service {
     let cgc = cgc.display().to_string();
     let global = cli.global.join(" ");
     let mut env = vec![
@@ -102,6 +131,7 @@ pub(crate) fn service(sandbox: &Sandbox, cli: &GraphCli, cgc: &Path) -> Service 
         ("CGC_FRESH_VERIFY_PREPARED", "1"),
     ];
     env.extend(cli.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    env.extend(extra.iter().copied());
     Service::start(sandbox, &[], &env)
 }
 
@@ -153,7 +183,9 @@ fn status_detail(sandbox: &Sandbox) -> String {
 /// comes only with a graph that shows it, and every one of those syncs ran
 /// `incremental` (no silent fallback).
 fn edits_reach_the_graph_before_fresh(backend: &GraphBackend) {
-    let Some(cgc) = real_cgc() else { return };
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
     let sandbox = Sandbox::new();
     let (ws, home) = (sandbox.workspace(), sandbox.home());
     write(&ws, "pkg/__init__.py", "");
@@ -400,11 +432,7 @@ fn synced_and_from_scratch(
         );
         // On Kùzu it also took the stored edges from its memo (checked
         // against a fresh read); a server's graph is always read.
-        let remembered = if matches!(backend, GraphBackend::Kuzu) {
-            1.0
-        } else {
-            0.0
-        };
+        let remembered = if backend.is_kuzu() { 1.0 } else { 0.0 };
         assert_eq!(
             timing(timings, "stored_edges_remembered"),
             Some(remembered),
@@ -417,13 +445,14 @@ fn synced_and_from_scratch(
             Some(remembered),
             "{name}: {last}"
         );
-        // On Kùzu, a file written again kept its directories through its
-        // delete, and its Parameter rows were merged in one batch; a
-        // server's session is left as CGC ships it.
+        // On the embedded Kùzu session (Kùzu's and LadybugDB's), a file
+        // written again kept its directories through its delete, and its
+        // Parameter rows were merged in one batch; FalkorDB's session is
+        // left as CGC ships it.
         for key in ["directory_queries_kept", "parameter_batches"] {
             let used = timing(timings, key).unwrap_or(0.0);
             assert!(
-                (used > 0.0) == matches!(backend, GraphBackend::Kuzu),
+                (used > 0.0) == backend.has_embedded_session(),
                 "{name}: {key}: {last}"
             );
         }
@@ -510,7 +539,9 @@ pub(crate) fn assert_same_graph(synced: &GraphDump, scratch: &GraphDump, what: &
 /// The whole batch (rename a called function, delete an imported module,
 /// add one, move one, change a base class) in one sync.
 fn one_sync_equals_from_scratch(backend: &GraphBackend) {
-    let Some(cgc) = real_cgc() else { return };
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
     let (synced, scratch) = synced_and_from_scratch(
         &cgc,
         backend,
@@ -527,7 +558,9 @@ fn one_sync_equals_from_scratch(backend: &GraphBackend) {
 /// synced as two syncs, A then B in one workspace and B then A in another;
 /// each graph equals a from-scratch index of the same final tree.
 fn both_orders_equal_from_scratch(backend: &GraphBackend) {
-    let Some(cgc) = real_cgc() else { return };
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
     for (name, syncs) in [
         ("a-then-b", [RENAME_AND_DELETE, ADD_MOVE_AND_REBASE]),
         ("b-then-a", [ADD_MOVE_AND_REBASE, RENAME_AND_DELETE]),
@@ -539,15 +572,19 @@ fn both_orders_equal_from_scratch(backend: &GraphBackend) {
     }
 }
 
-on_both_backends!(
+on_every_backend!(
     one_sync_equals_from_scratch,
     an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_kuzu,
+    an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_ladybugdb,
+    an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_falkordb_lite,
     an_incremental_sync_leaves_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server
 );
 
-on_both_backends!(
+on_every_backend!(
     both_orders_equal_from_scratch,
     two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_kuzu,
+    two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_ladybugdb,
+    two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_falkordb_lite,
     two_syncs_in_either_order_leave_the_graph_a_from_scratch_index_would_build_on_a_falkordb_server
 );
 
@@ -563,7 +600,9 @@ on_both_backends!(
 /// the later syncs must have reused files, and the final graph equals a
 /// from-scratch index.
 fn memo_follows_edits_into_unchanged_files(backend: &GraphBackend) {
-    let Some(cgc) = real_cgc() else { return };
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
     let sandbox = Sandbox::new();
     let (ws, home) = (sandbox.workspace(), sandbox.home());
     write(&ws, "pkg/__init__.py", "");
@@ -632,11 +671,7 @@ fn memo_follows_edits_into_unchanged_files(backend: &GraphBackend) {
     }
     let applied = service.log_events("incremental_applied");
     assert_eq!(applied.len(), 3, "{applied:?}");
-    let remembered = if matches!(backend, GraphBackend::Kuzu) {
-        1.0
-    } else {
-        0.0
-    };
+    let remembered = if backend.is_kuzu() { 1.0 } else { 0.0 };
     for later in &applied[1..] {
         let timings = later["timings"].as_str().unwrap_or_default();
         assert_eq!(timing(timings, "resolution_verified"), Some(1.0), "{later}");
@@ -671,9 +706,11 @@ fn memo_follows_edits_into_unchanged_files(backend: &GraphBackend) {
     );
 }
 
-on_both_backends!(
+on_every_backend!(
     memo_follows_edits_into_unchanged_files,
     the_resolution_memo_follows_edits_into_files_that_did_not_change_on_kuzu,
+    the_resolution_memo_follows_edits_into_files_that_did_not_change_on_ladybugdb,
+    the_resolution_memo_follows_edits_into_files_that_did_not_change_on_falkordb_lite,
     the_resolution_memo_follows_edits_into_files_that_did_not_change_on_a_falkordb_server
 );
 
@@ -696,7 +733,9 @@ def run(self, path):\n        return self.helper(path)\n\n\n\
 /// `UNSTORED_TARGETS`) must not look changed on every sync — on a real code
 /// base (`pip`) that was a third of the files re-linked for any edit.
 fn an_edit_relinks_only_what_changed(backend: &GraphBackend) {
-    let Some(cgc) = real_cgc() else { return };
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
     let sandbox = Sandbox::new();
     let (ws, home) = (sandbox.workspace(), sandbox.home());
     write(&ws, "pkg/__init__.py", "");

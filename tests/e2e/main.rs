@@ -11,8 +11,11 @@ mod faults;
 mod graph_backend;
 mod hardening;
 mod ignore_memo;
+#[macro_use]
 mod incremental;
 mod instance;
+// After `incremental`, whose backend macros it uses.
+mod backends;
 mod lifetimes;
 mod parse_cache;
 mod prepared_tree;

@@ -838,6 +838,23 @@ pub fn real_cgc() -> Option<PathBuf> {
     }
 }
 
+/// The pinned `cgc` on Python 3.12 whose default backend is FalkorDB Lite
+/// (`CGC_FRESH_REAL_CGC_LITE`, installed by `scripts/install-cgc.sh
+/// --with-falkordb`), or `None` (and a note); a failure instead when
+/// `CGC_FRESH_REQUIRE_REAL_CGC` is set.
+pub fn real_cgc_lite() -> Option<PathBuf> {
+    match std::env::var_os("CGC_FRESH_REAL_CGC_LITE") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ if std::env::var_os("CGC_FRESH_REQUIRE_REAL_CGC").is_some() => {
+            panic!("CGC_FRESH_REAL_CGC_LITE is not set; run scripts/install-cgc.sh --with-falkordb")
+        }
+        _ => {
+            eprintln!("FalkorDB Lite cgc not installed (CGC_FRESH_REAL_CGC_LITE unset): skipping");
+            None
+        }
+    }
+}
+
 /// The driver's file in the source tree (`crates/cgc-fresh/driver/<name>`).
 pub fn driver_source(name: &str) -> String {
     format!("{}/driver/{name}", env!("CARGO_MANIFEST_DIR"))

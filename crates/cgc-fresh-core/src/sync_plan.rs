@@ -242,7 +242,14 @@ pub fn classify_driver_exit(
     }
     let generic = classify_sync_exit(&SyncStrategy::Incremental, facts);
     if !matches!(generic, SyncOutcome::Succeeded) || !exited_ok {
-        return DriverVerdict::Outcome(generic);
+        // The driver's own reason (a failed self-check names the file and
+        // the counts) says more than its exit code.
+        return DriverVerdict::Outcome(match (generic, result.and_then(|r| r.error.as_deref())) {
+            (SyncOutcome::Failed { error }, Some(reason)) => SyncOutcome::Failed {
+                error: format!("{error}: {reason}"),
+            },
+            (outcome, _) => outcome,
+        });
     }
     let Some(result) = result else {
         return DriverVerdict::Outcome(SyncOutcome::Failed {
@@ -287,6 +294,21 @@ pub fn sync_argv(strategy: &SyncStrategy, global_args: &[String]) -> Vec<String>
         SyncStrategy::Index => argv.extend(["index", "."].map(String::from)),
         SyncStrategy::Custom(args) => argv.extend(args.iter().cloned()),
     }
+    argv
+}
+
+/// The driver's arguments for a command sync it readies the backend for
+/// and then becomes: the script, CGC's root options, `reconcile --`, the
+/// `cgc` to run and its arguments (`sync_argv`).
+pub fn reconcile_argv(
+    script: &str,
+    global_args: &[String],
+    cgc: &str,
+    cgc_argv: &[String],
+) -> Vec<String> {
+    let mut argv = driver_options(script, global_args, None);
+    argv.extend(["reconcile".to_string(), "--".to_string(), cgc.to_string()]);
+    argv.extend(cgc_argv.iter().cloned());
     argv
 }
 
@@ -704,6 +726,16 @@ mod tests {
             classify_driver_exit(&requested, Some(&full), &crashed),
             DriverVerdict::Outcome(SyncOutcome::Failed { .. })
         ));
+        // A failing driver's own reason (its self-check names the file)
+        // is part of the error.
+        let checked = result(
+            r#"CGC_FRESH_RESULT {"ok": false, "error": "SelfCheckFailed: /ws/a.py: 4 Function node(s) in the graph, 3 written"}"#,
+        );
+        assert!(matches!(
+            classify_driver_exit(&requested, Some(&checked), &crashed),
+            DriverVerdict::Outcome(SyncOutcome::Failed { error })
+                if error.contains("code 1") && error.contains("/ws/a.py: 4 Function")
+        ));
         let unsupported = SyncRunFacts {
             exit_code: Some(DRIVER_EXIT_UNSUPPORTED),
             ..Default::default()
@@ -727,6 +759,32 @@ mod tests {
             DriverVerdict::Outcome(SyncOutcome::Busy { .. })
         ));
         assert!(parse_driver_result("Loaded configuration from: x").is_none());
+    }
+
+    #[test]
+    fn a_command_sync_through_the_driver_becomes_the_same_cgc_command() {
+        let argv = reconcile_argv(
+            "/state/incremental-driver.py",
+            &args(&["--db", "kuzudb"]),
+            "/venv/bin/cgc",
+            &sync_argv(&SyncStrategy::Reconcile, &args(&["--db", "kuzudb"])),
+        );
+        assert_eq!(
+            argv,
+            args(&[
+                "/state/incremental-driver.py",
+                "--db",
+                "kuzudb",
+                "reconcile",
+                "--",
+                "/venv/bin/cgc",
+                "--db",
+                "kuzudb",
+                "watch",
+                "--sync-on-start",
+                "."
+            ])
+        );
     }
 
     #[test]

@@ -8,10 +8,15 @@ Run with the interpreter of the configured `cgc` (the service finds it from
     python incremental.py [ROOT OPTIONS] --probe
     python incremental.py [ROOT OPTIONS] apply -- REL_PATH...
     python incremental.py [ROOT OPTIONS] [--idle-exit SECONDS] serve
+    python incremental.py [ROOT OPTIONS] reconcile -- CGC CGC_ARGS...
 
 `serve` is the same apply as a long-lived worker: one request per stdin
 line, CodeGraphContext imported once, the database open only while a
-request is applied (see `serve`).
+request is applied (see `serve`). `reconcile` readies the backend for
+CodeGraphContext's own writes (`falkordb_index.py`: FalkorDB's range index
+is repaired) and then becomes `CGC CGC_ARGS...` (exec, same process), so
+the service's reconcile, `update` or `index` run is CodeGraphContext's
+exactly as before.
 
 ROOT OPTIONS are CGC's root options (`--db/--database NAME`,
 `--db-path/--path PATH`), taken as `cgc` takes them, and `--parse-cache
@@ -40,8 +45,16 @@ is not exact; this is):
    order (which of its rows wins depends on the backend:
    `module_metadata_row`), purge dangling pathless nodes.
 
-Backends: whatever CGC's own database manager opens; tested end to end on
-Kùzu and on a FalkorDB server (`falkordb-remote`).
+4. Check the work (`self_check.py`): each changed file's nodes in the
+   graph are the ones written, contained by their File; a difference
+   fails the request.
+
+Backends: whatever CGC's own database manager opens; proven equal to a
+from-scratch index end to end on Kùzu, LadybugDB, FalkorDB Lite
+(`falkordb`) and a FalkorDB server (`falkordb-remote`). On FalkorDB the
+request first repairs the range index CGC's writes depend on
+(`falkordb_index.py`). A backend outside `PROVEN_BACKENDS` is not
+written: the request answers "unsupported" and the service reconciles.
 
 Output: one line `CGC_FRESH_RESULT {json}` on stdout, last.
 Exit codes: 0 applied everything; 1 failed (the graph may be partial);
@@ -152,6 +165,15 @@ UNSUPPORTED_SUFFIXES = (".java", ".xml", ".gradle", ".kts")
 
 # Serve mode ends after this long without a request (seconds).
 DEFAULT_IDLE_EXIT_S = 600.0
+
+# The backends (`get_backend_type()` of CGC 0.6.13's managers) on which the
+# end-to-end tests prove the graph equal to a from-scratch index. Neo4j and
+# Nornic are not: a request there writes nothing and says so.
+PROVEN_BACKENDS = ("kuzudb", "ladybugdb", "falkordb", "falkordb-remote")
+
+# Test-only: leaves out the delete of a re-written file's nodes, so that the
+# tests can prove the self-check fails such a sync. Never set in use.
+BREAK_DELETE_FOR_TESTS_ENV = "CGC_FRESH_BREAK_DELETE_FOR_TESTS"
 
 
 class Interrupted(Exception):
@@ -788,6 +810,8 @@ def module_metadata_row(backend):
 PARSE_CACHE_MODULE = "incremental-parse-cache.py"
 RESOLUTION_MEMO_MODULE = "incremental-resolution-memo.py"
 STORED_EDGES_MODULE = "incremental-stored-edges.py"
+FALKORDB_INDEX_MODULE = "incremental-falkordb-index.py"
+SELF_CHECK_MODULE = "incremental-self-check.py"
 
 
 def load_companion(file_name, module_name):
@@ -1765,9 +1789,16 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
         with driver.session() as session:
             session.run(query, **params)
 
+    if backend not in PROVEN_BACKENDS:
+        raise Unsupported(f"the graph is on {backend!r}, where the incremental sync is not proven "
+                          f"exact (proven: {', '.join(PROVEN_BACKENDS)})")
     repo_rows = read("MATCH (r:Repository) WHERE r.path = $path RETURN r.path AS p", ["p"], path=repo_posix)
     if not repo_rows:
         raise Unsupported(f"{repo_posix} is not indexed (no Repository node): a full sync is needed")
+    # Before any write: CGC's writes match nodes through an index FalkorDB
+    # gets wrong (see `falkordb_index.py`).
+    repaired = load_companion(FALKORDB_INDEX_MODULE, "cgc_fresh_falkordb_index").repair(driver, backend)
+    timings["falkordb_index_repaired"] = len(repaired)
 
     def read_stored():
         """The repository's stored File paths, and its stored link edges as
@@ -1862,8 +1893,11 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     changed_list = sorted(changed_abs)
     delete_link_edges(write, unlink, changed_list)
     rewritten = {p for p in written if p in stored_files}
+    break_delete = os.environ.get(BREAK_DELETE_FOR_TESTS_ENV) == "1"
     with PurgeDeferred(writer), ParentDirectoriesKept(rewritten) as directories:
         for abs_path in sorted(set(to_delete) | rewritten):
+            if break_delete and abs_path in rewritten:
+                continue
             gb.delete_file_from_graph(abs_path)
     timings["directory_queries_kept"] = directories.kept
     repo_name = repo.name
@@ -1924,6 +1958,11 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
             )
     writer._purge_dangling_pathless_nodes()
     timings["post_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+    # ---- 4. The graph holds what was written, under the same lock.
+    timings["self_checked"] = load_companion(SELF_CHECK_MODULE, "cgc_fresh_self_check").check(
+        read, backend, {p: parsed[p][1] for p in written}, [p for p in to_delete if p not in written])
+    timings["self_check_s"] = round(time.monotonic() - t, 3)
     if memo:
         memo.remember(
             place, stored, stored_files, unlink=set(unlink), changed=changed_abs, relinked=relink,
@@ -1949,6 +1988,18 @@ def main(argv):
     os.dup2(2, 1)
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    if "reconcile" in argv:
+        at = argv.index("reconcile")
+        command = argv[at + 1 :]
+        if command[:1] == ["--"]:
+            command = command[1:]
+        try:
+            opts = parse_argv(argv[:at])
+        except Unsupported as exc:
+            print(f"cgc-fresh: backend not readied: {exc}", file=sys.stderr)
+            opts = None
+        os.dup2(REAL_STDOUT, 1)
+        return reconcile(opts, command)
     try:
         opts = parse_argv(argv)
     except Unsupported as exc:
@@ -1964,6 +2015,69 @@ def main(argv):
     result, code = run_request(opts, opts["paths"])
     emit(result)
     return code
+
+
+def reconcile(opts, command):
+    """`reconcile -- CGC ARGS...`: readies the backend for CGC's own writes
+    (on FalkorDB, repairs its range index: `falkordb_index.py`; nothing on
+    any other backend, whose database is not even opened), then becomes
+    `CGC ARGS...` with the environment this process was given. Whatever
+    goes wrong before the exec (root options it does not know, included)
+    is said on stderr and CGC runs anyway: the repair is an addition to
+    the reconcile, never a condition of it."""
+    if not command:
+        print("cgc-fresh: reconcile wants the cgc command to run after `--`", file=sys.stderr)
+        return EXIT_USAGE
+    environment = dict(os.environ)
+    saved_stdout = os.dup(1)
+    os.dup2(2, 1)  # CGC's banners must not reach the reconcile's stdout
+    try:
+        if opts is None:
+            raise Unsupported("its root options")
+        if opts["db_path"]:
+            os.environ["CGC_RUNTIME_DB_PATH"] = opts["db_path"]
+        if opts["db"]:
+            os.environ["CGC_RUNTIME_DB_TYPE"] = opts["db"]
+        labels = ready_backend()
+        if labels:
+            print(f"cgc-fresh: repaired FalkorDB's index of {', '.join(labels)}", file=sys.stderr)
+    except Interrupted as exc:  # the sync was stopped: nothing to run
+        return 128 + exc.signum
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - said, and CGC runs anyway
+        print(f"cgc-fresh: backend not readied: {type(exc).__name__}: {exc}", file=sys.stderr)
+    sys.stderr.flush()
+    os.dup2(saved_stdout, 1)
+    os.close(saved_stdout)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        os.execve(command[0], command, environment)
+    except OSError as exc:
+        print(f"cgc-fresh: cannot run {command[0]}: {exc}", file=sys.stderr)
+        return 127
+
+
+def ready_backend():
+    """Opens the database only where its engine is FalkorDB's, the way the
+    CLI selects it (`_initialize_services`, CGC 0.6.13), and repairs its
+    index; returns the labels repaired."""
+    from codegraphcontext.cli import main as cgc_main
+    from codegraphcontext.cli.config_manager import resolve_context
+    from codegraphcontext.core import get_database_manager
+
+    cgc_main._load_credentials()
+    ctx = resolve_context(None, cwd=os.getcwd())
+    if ctx.database and not os.getenv("CGC_RUNTIME_DB_TYPE") and not os.getenv("DEFAULT_DATABASE"):
+        os.environ["DEFAULT_DATABASE"] = ctx.database
+    manager = get_database_manager(db_path=os.getenv("CGC_RUNTIME_DB_PATH") or ctx.db_path)
+    index = load_companion(FALKORDB_INDEX_MODULE, "cgc_fresh_falkordb_index")
+    backend = manager.get_backend_type()
+    if backend not in index.FALKORDB_BACKENDS:
+        return []
+    try:
+        return index.repair(manager.get_driver(), backend)
+    finally:
+        close_database(manager)
 
 
 def run_request(opts, paths):

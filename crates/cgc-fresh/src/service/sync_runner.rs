@@ -27,8 +27,9 @@ use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
     classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
     is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
-    sync_argv, unanswered_worker_exit, worker_argv, worker_prepare, worker_request, DriverResult,
-    DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit, DRIVER_EXIT_UNSUPPORTED,
+    reconcile_argv, sync_argv, unanswered_worker_exit, worker_argv, worker_prepare, worker_request,
+    DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
+    DRIVER_EXIT_UNSUPPORTED,
 };
 
 use crate::process::busy::find_lock_holder;
@@ -73,6 +74,14 @@ pub const RESOLUTION_MEMO_MODULE_FILE: &str = "incremental-resolution-memo.py";
 /// (`driver/stored_edges.py`), installed next to the driver.
 pub const STORED_EDGES_MODULE: &str = include_str!("../../driver/stored_edges.py");
 pub const STORED_EDGES_MODULE_FILE: &str = "incremental-stored-edges.py";
+/// The repair of FalkorDB's range index that CGC's writes depend on
+/// (`driver/falkordb_index.py`), installed next to the driver.
+pub const FALKORDB_INDEX_MODULE: &str = include_str!("../../driver/falkordb_index.py");
+pub const FALKORDB_INDEX_MODULE_FILE: &str = "incremental-falkordb-index.py";
+/// The check that the graph holds what a request wrote
+/// (`driver/self_check.py`), installed next to the driver.
+pub const SELF_CHECK_MODULE: &str = include_str!("../../driver/self_check.py");
+pub const SELF_CHECK_MODULE_FILE: &str = "incremental-self-check.py";
 /// The parse cache itself (CGC's per-file parse results between syncs),
 /// in the same private state directory; the driver writes it.
 pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
@@ -479,7 +488,39 @@ impl SyncRunner {
             },
         );
         let argv = sync_argv(&strategy, &self.settings.cgc.global_args);
-        self.spawn(argv, ChildKind::Sync, ctx);
+        match self.readied_command(&argv) {
+            Some((program, wrapped)) => self.spawn_program(program, wrapped, ChildKind::Sync, ctx),
+            None => self.spawn(argv, ChildKind::Sync, ctx),
+        }
+    }
+
+    /// A command sync run through the driver (`reconcile -- CGC ARGS...`):
+    /// it readies the backend for CGC's own writes — FalkorDB's range index
+    /// repaired (`driver/falkordb_index.py`) — and then becomes `cgc` with
+    /// `argv` (the same process, output and signals). Only with `cgc`'s
+    /// own interpreter (its `#!` line): an interpreter named by
+    /// `CGC_FRESH_DRIVER_PYTHON`, or a `cgc` that is no Python script,
+    /// runs the command as it is.
+    fn readied_command(&self, argv: &[String]) -> Option<(PathBuf, Vec<String>)> {
+        if std::env::var_os(DRIVER_PYTHON_ENV).is_some_and(|python| !python.is_empty()) {
+            return None;
+        }
+        let cgc = resolve_program(&self.settings.cgc.executable)?;
+        let (program, mut args) = match self.driver_command() {
+            Ok(command) => command,
+            Err(reason) => {
+                tracing::info!(component = COMPONENT, event = "sync_not_readied", reason = %reason);
+                return None;
+            }
+        };
+        let script = args.pop()?;
+        args.extend(reconcile_argv(
+            &script,
+            &self.settings.cgc.global_args,
+            &cgc.display().to_string(),
+            argv,
+        ));
+        Some((program, args))
     }
 
     /// The interpreter of the configured `cgc` (or the override), and the
@@ -505,11 +546,15 @@ impl SyncRunner {
         let cache_module = self.driver_path.with_file_name(PARSE_CACHE_MODULE_FILE);
         let memo_module = self.driver_path.with_file_name(RESOLUTION_MEMO_MODULE_FILE);
         let edges_module = self.driver_path.with_file_name(STORED_EDGES_MODULE_FILE);
+        let index_module = self.driver_path.with_file_name(FALKORDB_INDEX_MODULE_FILE);
+        let check_module = self.driver_path.with_file_name(SELF_CHECK_MODULE_FILE);
         for (path, text) in [
             (&self.driver_path, INCREMENTAL_DRIVER),
             (&cache_module, PARSE_CACHE_MODULE),
             (&memo_module, RESOLUTION_MEMO_MODULE),
             (&edges_module, STORED_EDGES_MODULE),
+            (&index_module, FALKORDB_INDEX_MODULE),
+            (&check_module, SELF_CHECK_MODULE),
         ] {
             crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())
