@@ -6,6 +6,8 @@
 //! server; and the worker's self-check fails a sync whose delete was
 //! broken on purpose (a test-only switch), so that it is never `fresh`.
 
+use serde_json::json;
+
 use crate::graph_backend::GraphBackend;
 use crate::incremental::{
     agent_batch, assert_same_as_from_scratch, replace_in, service, wait_synced_fresh, write,
@@ -176,4 +178,91 @@ fn broken_delete_service(
 #[test]
 fn a_broken_delete_fails_the_self_check_and_the_sync_is_not_fresh_on_kuzu() {
     broken_delete_fails_the_self_check(&GraphBackend::Kuzu);
+}
+
+#[test]
+fn a_broken_delete_fails_the_self_check_and_the_sync_is_not_fresh_on_falkordb_lite() {
+    broken_delete_fails_the_self_check(&GraphBackend::FalkorLite);
+}
+
+/// The interpreter of a `cgc` script (its `#!` line).
+fn python_of(cgc: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(cgc).unwrap();
+    text.lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("#!")
+        .trim()
+        .to_string()
+}
+
+/// The driver's probe with the real CGC, in a workspace of its own, with
+/// `env` (and root options `global`): its exit code and result line.
+fn probe(cgc: &std::path::Path, global: &[&str], env: &[(&str, &str)]) -> (i32, serde_json::Value) {
+    let sandbox = Sandbox::new();
+    let out = std::process::Command::new(python_of(cgc))
+        .arg(crate::support::driver_source("incremental.py"))
+        .args(global)
+        .arg("--probe")
+        .current_dir(sandbox.workspace())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", sandbox.home())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("CGC_FRESH_RESULT "))
+        .unwrap_or_else(|| panic!("no result line: {stdout}"));
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_str(line).unwrap(),
+    )
+}
+
+/// The probe names the backend CGC would use and refuses one the driver
+/// is not proven exact on (Neo4j here: nothing is opened, so no server is
+/// needed) with exit 3 and the reason — which the service turns into the
+/// reconcile and the person's fallback notice
+/// (`incremental::a_failed_api_probe_falls_back_to_reconcile_and_says_so`).
+#[test]
+fn the_drivers_probe_accepts_the_proven_backends_and_refuses_another_naming_it() {
+    let Some(cgc) = crate::support::real_cgc() else {
+        return;
+    };
+    for (global, backend) in [
+        (["--db", "kuzudb"], "kuzudb"),
+        (["--db", "ladybugdb"], "ladybugdb"),
+    ] {
+        let (code, result) = probe(&cgc, &global, &[]);
+        assert_eq!((code, &result["ok"]), (0, &json!(true)), "{result}");
+        assert_eq!(result["backend"], backend, "{result}");
+    }
+    let (code, result) = probe(
+        &cgc,
+        &[],
+        &[
+            ("DEFAULT_DATABASE", "neo4j"),
+            ("NEO4J_URI", "bolt://127.0.0.1:9"),
+            ("NEO4J_USERNAME", "nobody"),
+            ("NEO4J_PASSWORD", "nothing"),
+        ],
+    );
+    assert_eq!(code, 3, "{result}");
+    assert_eq!(result["ok"], false, "{result}");
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("'neo4j'") && error.contains("not proven"),
+        "{result}"
+    );
+    if let Some(lite) = crate::support::real_cgc_lite() {
+        let (code, result) = probe(&lite, &[], &[]);
+        assert_eq!(
+            (code, &result["backend"]),
+            (0, &json!("falkordb")),
+            "{result}"
+        );
+    }
 }

@@ -688,6 +688,24 @@ fn falkordb_project() -> Option<(FalkorServer, Project)> {
     Some((server, project))
 }
 
+/// The same project on LadybugDB (`--db ladybugdb`), or `None` without the
+/// real CLI.
+fn ladybug_project() -> Option<Project> {
+    let cgc = real_cgc()?;
+    Some(Project::with(
+        cgc,
+        Vec::new(),
+        vec!["--db".into(), "ladybugdb".into()],
+    ))
+}
+
+/// The same project on FalkorDB Lite: the Python 3.12 `cgc`, no backend
+/// named (CGC picks FalkorDB Lite itself), or `None` without it.
+fn falkordb_lite_project() -> Option<Project> {
+    let cgc = crate::support::real_cgc_lite()?;
+    Some(Project::with(cgc, Vec::new(), Vec::new()))
+}
+
 #[test]
 fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh() {
     let Some(cgc) = real_cgc() else { return };
@@ -697,6 +715,22 @@ fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh() {
 #[test]
 fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh_on_a_falkordb_server() {
     let Some((_server, project)) = falkordb_project() else {
+        return;
+    };
+    mv_through_bash_reaches_the_graph(&project);
+}
+
+#[test]
+fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh_on_ladybugdb() {
+    let Some(project) = ladybug_project() else {
+        return;
+    };
+    mv_through_bash_reaches_the_graph(&project);
+}
+
+#[test]
+fn a_file_renamed_by_mv_through_bash_reaches_the_graph_before_fresh_on_falkordb_lite() {
+    let Some(project) = falkordb_lite_project() else {
         return;
     };
     mv_through_bash_reaches_the_graph(&project);
@@ -729,6 +763,22 @@ fn a_sed_in_place_through_bash_reaches_the_graph_before_fresh() {
 #[test]
 fn a_sed_in_place_through_bash_reaches_the_graph_before_fresh_on_a_falkordb_server() {
     let Some((_server, project)) = falkordb_project() else {
+        return;
+    };
+    sed_through_bash_reaches_the_graph(&project);
+}
+
+#[test]
+fn a_sed_in_place_through_bash_reaches_the_graph_before_fresh_on_ladybugdb() {
+    let Some(project) = ladybug_project() else {
+        return;
+    };
+    sed_through_bash_reaches_the_graph(&project);
+}
+
+#[test]
+fn a_sed_in_place_through_bash_reaches_the_graph_before_fresh_on_falkordb_lite() {
+    let Some(project) = falkordb_lite_project() else {
         return;
     };
     sed_through_bash_reaches_the_graph(&project);
@@ -769,6 +819,22 @@ fn an_edit_through_a_symlinked_workspace_path_reaches_the_graph_before_fresh() {
 fn an_edit_through_a_symlinked_workspace_path_reaches_the_graph_before_fresh_on_a_falkordb_server()
 {
     let Some((_server, project)) = falkordb_project() else {
+        return;
+    };
+    symlinked_edit_reaches_the_graph(&project);
+}
+
+#[test]
+fn an_edit_through_a_symlinked_workspace_path_reaches_the_graph_before_fresh_on_ladybugdb() {
+    let Some(project) = ladybug_project() else {
+        return;
+    };
+    symlinked_edit_reaches_the_graph(&project);
+}
+
+#[test]
+fn an_edit_through_a_symlinked_workspace_path_reaches_the_graph_before_fresh_on_falkordb_lite() {
+    let Some(project) = falkordb_lite_project() else {
         return;
     };
     symlinked_edit_reaches_the_graph(&project);

@@ -2057,10 +2057,10 @@ def reconcile(opts, command):
         return 127
 
 
-def ready_backend():
-    """Opens the database only where its engine is FalkorDB's, the way the
-    CLI selects it (`_initialize_services`, CGC 0.6.13), and repairs its
-    index; returns the labels repaired."""
+def configured_manager():
+    """CGC's database manager for this workspace, chosen the way the CLI
+    chooses it (`_initialize_services`, CGC 0.6.13), without opening the
+    database (the managers connect on `get_driver`)."""
     from codegraphcontext.cli import main as cgc_main
     from codegraphcontext.cli.config_manager import resolve_context
     from codegraphcontext.core import get_database_manager
@@ -2069,7 +2069,26 @@ def ready_backend():
     ctx = resolve_context(None, cwd=os.getcwd())
     if ctx.database and not os.getenv("CGC_RUNTIME_DB_TYPE") and not os.getenv("DEFAULT_DATABASE"):
         os.environ["DEFAULT_DATABASE"] = ctx.database
-    manager = get_database_manager(db_path=os.getenv("CGC_RUNTIME_DB_PATH") or ctx.db_path)
+    return get_database_manager(db_path=os.getenv("CGC_RUNTIME_DB_PATH") or ctx.db_path)
+
+
+def probe_backend():
+    """(backend, why not): the backend CGC would use here, and a reason
+    the driver refuses it (None when it is one of `PROVEN_BACKENDS`)."""
+    try:
+        backend = configured_manager().get_backend_type()
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - then it is not proven
+        return None, f"cannot tell which backend CGC would use: {type(exc).__name__}: {exc}"
+    if backend not in PROVEN_BACKENDS:
+        return backend, (f"the graph is on {backend!r}, where the incremental sync is not proven exact "
+                         f"(proven: {', '.join(PROVEN_BACKENDS)})")
+    return backend, None
+
+
+def ready_backend():
+    """Opens the database only where its engine is FalkorDB's and repairs
+    its index; returns the labels repaired."""
+    manager = configured_manager()
     index = load_companion(FALKORDB_INDEX_MODULE, "cgc_fresh_falkordb_index")
     backend = manager.get_backend_type()
     if backend not in index.FALKORDB_BACKENDS:
@@ -2090,7 +2109,14 @@ def run_request(opts, paths):
         if opts["probe"]:
             missing, _ = probe_api()
             result.update(mode="probe", cgc_version=cgc_version(), missing=missing, ok=not missing)
-            return result, EXIT_OK if not missing else EXIT_UNSUPPORTED
+            if missing:
+                return result, EXIT_UNSUPPORTED
+            backend, why = probe_backend()
+            result.update(backend=backend)
+            if why:
+                result.update(ok=False, error=why)
+                return result, EXIT_UNSUPPORTED
+            return result, EXIT_OK
         if paths is None:
             result.update(error="nothing to do: give --probe, apply -- PATH... or serve")
             return result, EXIT_USAGE

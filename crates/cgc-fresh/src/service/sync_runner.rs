@@ -498,14 +498,21 @@ impl SyncRunner {
     /// it readies the backend for CGC's own writes — FalkorDB's range index
     /// repaired (`driver/falkordb_index.py`) — and then becomes `cgc` with
     /// `argv` (the same process, output and signals). Only with `cgc`'s
-    /// own interpreter (its `#!` line): an interpreter named by
-    /// `CGC_FRESH_DRIVER_PYTHON`, or a `cgc` that is no Python script,
-    /// runs the command as it is.
+    /// own Python (its `#!` line) and an executable `cgc`, and not once
+    /// the driver's probe failed: an interpreter named by
+    /// `CGC_FRESH_DRIVER_PYTHON`, a `cgc` that is a shell script or no
+    /// script at all, or one that cannot be executed runs the command as
+    /// it is (and fails, if it does, as it always did).
     fn readied_command(&self, argv: &[String]) -> Option<(PathBuf, Vec<String>)> {
-        if std::env::var_os(DRIVER_PYTHON_ENV).is_some_and(|python| !python.is_empty()) {
+        if std::env::var_os(DRIVER_PYTHON_ENV).is_some_and(|python| !python.is_empty())
+            || matches!(self.probe, Some(Err(_)))
+        {
             return None;
         }
         let cgc = resolve_program(&self.settings.cgc.executable)?;
+        if !is_executable_file(&cgc) {
+            return None;
+        }
         let (program, mut args) = match self.driver_command() {
             Ok(command) => command,
             Err(reason) => {
@@ -513,6 +520,18 @@ impl SyncRunner {
                 return None;
             }
         };
+        let python = args
+            .first()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| program.clone());
+        let named_python = [&program, &python].iter().any(|path| {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with("python"))
+        });
+        if !named_python {
+            return None;
+        }
         let script = args.pop()?;
         args.extend(reconcile_argv(
             &script,
@@ -1054,6 +1073,13 @@ fn resolve_program(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
+}
+
+/// Whether `path` is a regular file with an execute bit.
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 /// The first line of a file (at most 512 bytes of it).
