@@ -622,9 +622,12 @@ impl Conn {
         self.history.iter().filter(|f| pred(f)).count()
     }
 
-    /// Waits for a state frame with `status`.
+    /// Waits for a state frame with `status`. A real `cgc` sync prints
+    /// nothing while it runs, and on a loaded machine FalkorDB Lite's
+    /// reconcile (two CGC starts and two embedded servers) was seen silent
+    /// for over 30 s: up to 5 minutes between frames are allowed.
     pub fn wait_status(&mut self, status: &str) -> (Value, Vec<Value>) {
-        self.recv_until(&format!("status {status}"), |f| {
+        self.recv_until_within(&format!("status {status}"), Duration::from_secs(300), |f| {
             f["type"] == "state" && f["status"] == status
         })
     }
