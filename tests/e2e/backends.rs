@@ -266,3 +266,25 @@ fn the_drivers_probe_accepts_the_proven_backends_and_refuses_another_naming_it()
         );
     }
 }
+
+/// The index repair and the self-check on stand-ins
+/// (`backend_modules_check.py`): the repair drops `occurrence_index` from
+/// exactly the node indexes that hold it, on FalkorDB only, and refuses a
+/// label it would have to quote; the self-check asks one query in each
+/// dialect and fails, naming the file and the counts, on an old node left
+/// beside the new ones, a node its File does not contain, a deleted file
+/// still there, and a written file missing.
+#[test]
+fn the_index_repair_and_the_self_check_do_what_they_say_on_stand_ins() {
+    let driver_dir = crate::support::driver_source("");
+    let cases = crate::support::python_check("backend_modules_check.py", &[&driver_dir]);
+    assert_eq!(cases.len(), 2, "{cases:?}");
+    assert_eq!(
+        cases[0]["repaired"],
+        json!(["Class", "Function", "Trait"]),
+        "{}",
+        cases[0]
+    );
+    let failures = cases[1]["failures"].as_object().expect("failures");
+    assert_eq!(failures.len(), 4, "{failures:?}");
+}
