@@ -104,6 +104,69 @@ fn a_reconcile_that_exits_slowly_after_its_sigint_is_not_killed_and_counts() {
     assert_eq!(conn.count_seen(|f| f["condition"] == "sync_failed"), 0);
 }
 
+/// A reconcile whose SIGINT `cgc watch` does not take (CGC waits for it in
+/// a `threading.Event().wait()` that a SIGINT handed to another of its
+/// threads does not wake): with no "Stopping watcher" line 5 s after the
+/// SIGINT, it is sent again — and the time budget still ends the run.
+#[test]
+fn a_reconcile_sigint_not_taken_is_sent_again_until_the_time_budget() {
+    let (_sandbox, _fake, service) = indexed_with_fake(
+        json!({"watch": {"steps": [{"stdout": [{"cgc": "ready"}]}, {"hang": true}], "ignore_sigint": true}}),
+        &fast_env(&[
+            ("CGC_MAINTENANCE_TIMEOUT_MS", "7500"),
+            ("CGC_SUPERVISOR_STOP_GRACE_MS", "200"),
+        ]),
+    );
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "src/a.py");
+    conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
+    let repeated = service.log_events("interrupt_repeated");
+    assert_eq!(
+        repeated.len(),
+        1,
+        "one repeat before the budget: {repeated:?}"
+    );
+    assert_eq!(repeated[0]["sent"], 1, "{repeated:?}");
+    let interrupts = service
+        .log_events("signal_sent")
+        .into_iter()
+        .filter(|e| e["reason"] == "reconcile complete")
+        .count();
+    assert_eq!(interrupts, 2, "the SIGINT and its repeat");
+    let state = conn.request(json!({"type": "status"}), 63);
+    assert_ne!(state["status"], "fresh", "{state}");
+}
+
+/// A reconcile that took its SIGINT ("Stopping watcher") and needs longer
+/// than the repeat's 5 s to exit gets no second SIGINT (mid-stop, CGC
+/// would exit 130), and the sync counts.
+#[test]
+fn a_reconcile_that_said_it_is_stopping_gets_no_second_sigint() {
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({"watch": {
+            "steps": [{"stdout": [{"cgc": "ready"}]}, {"hang": true}],
+            "on_sigint": {
+                "stdout": ["🛑 Stopping watcher..."],
+                "steps": [{"sleep_ms": 6500}, {"stdout": ["✓ Watcher stopped."]}],
+                "exit": 0
+            }
+        }}),
+        &fast_env(&[]),
+    );
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "src/a.py");
+    conn.wait_status("fresh");
+    let end = fake.wait_end_record();
+    assert_eq!(end["how"], json!({"exit": 0}), "{end}");
+    assert!(service.log_events("interrupt_repeated").is_empty());
+    let interrupts = service
+        .log_events("signal_sent")
+        .into_iter()
+        .filter(|e| e["reason"] == "reconcile complete")
+        .count();
+    assert_eq!(interrupts, 1, "exactly one SIGINT");
+}
+
 #[test]
 fn global_args_go_before_the_subcommand_and_strategies_are_honoured() {
     let (_sandbox, fake, service) = indexed_with_fake(

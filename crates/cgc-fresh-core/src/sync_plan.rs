@@ -347,6 +347,8 @@ pub struct SyncRunFacts {
     pub signal: Option<i32>,
     /// `watch` printed its ready line.
     pub saw_ready: bool,
+    /// `watch` printed that it is stopping (it took the SIGINT).
+    pub saw_stopping: bool,
     /// `index` said it skipped an indexed repository.
     pub skipped_indexed: bool,
     /// The output carried CGC's embedded-database lock error.

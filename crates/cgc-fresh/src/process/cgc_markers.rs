@@ -41,6 +41,15 @@ pub const LOCK_ERROR_MARKERS: [&str; 2] = [
     "Another CGC process already has this embedded database open",
 ];
 
+/// Part of the line `cgc watch` prints when it took a SIGINT
+/// (`🛑 Stopping watcher...`).
+pub const WATCH_STOPPING_MARKER: &str = "Stopping watcher";
+
+/// True for the line `cgc watch` prints as it starts to stop.
+pub fn is_watch_stopping_line(line: &str) -> bool {
+    contains_ignoring_whitespace(line, WATCH_STOPPING_MARKER)
+}
+
 /// True for `cgc watch`'s ready line.
 pub fn is_watch_ready_line(line: &str) -> bool {
     contains_ignoring_whitespace(line, WATCH_READY_MARKER)

@@ -33,7 +33,9 @@ use cgc_fresh_core::sync_plan::{
 };
 
 use crate::process::busy::find_lock_holder;
-use crate::process::cgc_markers::{is_watch_ready_line, output_has_lock_error};
+use crate::process::cgc_markers::{
+    is_watch_ready_line, is_watch_stopping_line, output_has_lock_error,
+};
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{
     ChildEvent, InterruptChild, RootSupervisor, SendInput, SpawnChild, StopChild,
@@ -89,6 +91,12 @@ pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
 /// itself (its memory — CGC imported, the parse cache — is then freed; the
 /// next sync starts a new one).
 pub const WORKER_IDLE_EXIT: Duration = Duration::from_secs(600);
+/// How long a reconcile's SIGINT may go without `cgc watch` saying it is
+/// stopping before it is sent again, and how many are sent at most (see
+/// `SyncRunner::interrupt_not_taken`).
+const INTERRUPT_RETRY: Duration = Duration::from_secs(5);
+const INTERRUPT_ATTEMPTS: u32 = 4;
+
 /// Overrides the interpreter the driver runs with (otherwise `cgc`'s own,
 /// read from its `#!` line).
 pub const DRIVER_PYTHON_ENV: &str = "CGC_FRESH_DRIVER_PYTHON";
@@ -844,6 +852,41 @@ impl SyncRunner {
         self.request_end(EndRequest::Stop("time budget exhausted"));
     }
 
+    /// The reconcile's SIGINT was sent `sent` times and `cgc watch` has not
+    /// said it is stopping: send it again. CGC 0.6.13 waits for it in
+    /// `threading.Event().wait()`, which a SIGINT the kernel hands to one
+    /// of its other threads does not wake (seen on FalkorDB Lite, whose
+    /// client runs two more threads, on a loaded machine: the reconcile
+    /// sat after its ready line until the session ended). Only while the
+    /// stopping line is not out, so a stop under way never gets a second
+    /// SIGINT (that would make it exit 130); the time budget still bounds
+    /// the whole run.
+    fn interrupt_not_taken(&mut self, flight: FlightId, sent: u32, ctx: &mut Context<Self>) {
+        let Some(run) = self.run.as_ref() else { return };
+        let waiting = run.flight == flight
+            && run.facts.saw_ready
+            && !run.facts.saw_stopping
+            && matches!(run.end_requested, Some(EndRequest::Interrupt));
+        let Some(id) = run.phase.child().filter(|_| waiting) else {
+            return;
+        };
+        if sent >= INTERRUPT_ATTEMPTS {
+            return;
+        }
+        tracing::warn!(
+            component = COMPONENT,
+            event = "interrupt_repeated",
+            flight = flight.0,
+            child = id,
+            sent,
+            waited_ms = INTERRUPT_RETRY.as_millis() as u64
+        );
+        send_end(&self.supervisor, id, EndRequest::Interrupt);
+        ctx.run_later(INTERRUPT_RETRY, move |act, ctx| {
+            act.interrupt_not_taken(flight, sent + 1, ctx)
+        });
+    }
+
     /// Asks the running child to end, unless it was already asked as much
     /// or more (a stop is never downgraded to an interrupt, nor repeated).
     fn request_end(&mut self, request: EndRequest) {
@@ -1235,12 +1278,19 @@ impl Handler<ChildEvent> for SyncRunner {
                                 strategy: SyncStrategy::Reconcile
                             }) | None
                         );
+                        if reconciling && is_watch_stopping_line(&text) {
+                            run.facts.saw_stopping = true;
+                        }
                         if reconciling && is_watch_ready_line(&text) && !run.facts.saw_ready {
                             run.facts.saw_ready = true;
+                            let flight = run.flight;
                             // Reconciled: one SIGINT stops it cleanly (a
                             // second would make it exit 130 mid-stop). If
                             // the spawn reply is not in yet, it goes then.
                             self.request_end(EndRequest::Interrupt);
+                            ctx.run_later(INTERRUPT_RETRY, move |act, ctx| {
+                                act.interrupt_not_taken(flight, 1, ctx)
+                            });
                         }
                     }
                 }
