@@ -1,5 +1,5 @@
 //! The incremental driver's parse cache, against the real CLI (0.6.13,
-//! Kùzu): a sync that takes most parses from a warm cache leaves the graph a
+//! on each of the four backends): a sync that takes most parses from a warm cache leaves the graph a
 //! from-scratch index of the same tree builds; a corrupt cache, or one
 //! made by another CodeGraphContext version, or replaced by a symlink, is
 //! ignored (a symlink never followed), every file is parsed again, and the
@@ -16,7 +16,7 @@ use crate::incremental::{
     agent_batch, assert_same_as_from_scratch, baseline_sync, replace_in, service,
     wait_synced_fresh, write, write_modules,
 };
-use crate::support::{open_session, real_cgc, strategies_run, Sandbox, Service};
+use crate::support::{open_session, strategies_run, Sandbox, Service};
 
 /// The cache file in the workspace's state directory.
 const CACHE_FILE: &str = "incremental-parse-cache.json";
@@ -40,13 +40,22 @@ pub(crate) fn figure(timings: &Value, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {timings}")) as u64
 }
 
-#[test]
-fn a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_bad_one_is_ignored() {
-    let Some(cgc) = real_cgc() else { return };
+on_every_backend!(
+    warm_and_bad_parse_caches_are_exact,
+    a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_bad_one_is_ignored_on_kuzu,
+    a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_bad_one_is_ignored_on_ladybugdb,
+    a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_bad_one_is_ignored_on_falkordb_lite,
+    a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_bad_one_is_ignored_on_a_falkordb_server
+);
+
+fn warm_and_bad_parse_caches_are_exact(backend: &GraphBackend) {
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
     let sandbox = Sandbox::new();
     let ws = sandbox.workspace();
     write_modules(&ws, 30);
-    let synced = GraphBackend::Kuzu.cli(&cgc, &ws, &sandbox.home(), "parse-cache");
+    let synced = backend.cli(&cgc, &ws, &sandbox.home(), "parse-cache");
     synced.index();
     let files = 31; // pkg/__init__.py and 30 modules
 
@@ -189,7 +198,7 @@ fn a_warm_parse_cache_leaves_the_graph_a_from_scratch_index_would_build_and_a_ba
     assert!(synced.nodes.iter().any(|n| n.contains("m007_assist")));
     assert_same_as_from_scratch(
         &cgc,
-        &GraphBackend::Kuzu,
+        backend,
         &sandbox,
         &synced,
         "parse-cache",
