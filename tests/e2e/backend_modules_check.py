@@ -1,5 +1,6 @@
-"""Checks the driver's FalkorDB index repair (`driver/falkordb_index.py`)
-and self-check (`driver/self_check.py`) on stand-ins: a session that
+"""Checks the driver's FalkorDB index repair (`driver/falkordb_index.py`),
+self-check (`driver/self_check.py`) and backend pin
+(`driver/backend_pin.py`) on stand-ins: a session that
 records the statements it is given, and rows as the backends return them.
 Prints one JSON line per case; exits non-zero on the first failed check.
 
@@ -143,10 +144,77 @@ def self_check(check):
     return {"case": "self_check", "failures": failures}
 
 
+class Manager:
+    def __init__(self, backend):
+        self.backend = backend
+
+    def get_backend_type(self):
+        return self.backend
+
+
+def backend_pin(pin, scratch):
+    everything = {b: True for b in pin.IMPLICIT_ORDER}
+    nothing = {b: False for b in pin.IMPLICIT_ORDER}
+    choices = {
+        # Named: as named, lower-cased; a named backend that is not
+        # installed falls back statically, in CGC's order.
+        "named": pin.choose("FalkorDB", everything),
+        "named_lite_missing": pin.choose("falkordb", dict(everything, falkordb=False)),
+        "named_kuzu_missing": pin.choose("kuzudb", dict(nothing, ladybugdb=True)),
+        "named_server": pin.choose("neo4j", nothing),
+        # Not named: CGC's implicit order.
+        "implicit_remote": pin.choose(None, everything),
+        "implicit_lite": pin.choose("", dict(everything, **{"falkordb-remote": False})),
+        "implicit_python_3_11": pin.choose(None, dict(nothing, kuzudb=True, ladybugdb=True)),
+        "implicit_none": pin.choose(None, nothing),
+    }
+    assert choices == {
+        "named": "falkordb",
+        "named_lite_missing": "kuzudb",
+        "named_kuzu_missing": "ladybugdb",
+        "named_server": "neo4j",
+        "implicit_remote": "falkordb-remote",
+        "implicit_lite": "falkordb",
+        "implicit_python_3_11": "kuzudb",
+        "implicit_none": None,
+    }, choices
+    assert pin.check(Manager("falkordb"), "falkordb") == "falkordb"
+    assert pin.check(Manager("kuzudb"), None) == "kuzudb"
+    try:
+        pin.check(Manager("kuzudb"), "falkordb")
+        raise AssertionError("a fallback was let through")
+    except pin.BackendFellBack as exc:
+        refused = str(exc)
+    assert "'kuzudb'" in refused and "'falkordb'" in refused and "nothing was written" in refused, refused
+
+    # A `cgc` script is run by its own interpreter with the patience set,
+    # only when its `#!` names the driver's interpreter.
+    script = os.path.join(scratch, "cgc")
+    with open(script, "w") as out:
+        out.write(f"#!{sys.executable}\nimport sys\nprint('ran', sys.argv[1:])\n")
+    command = pin.patient_command([script, "watch", "."], sys.executable)
+    assert command[:2] == [sys.executable, "-c"] and command[3:] == [script, "watch", "."], command
+    other = pin.patient_command([script, "watch"], "/elsewhere/python3")
+    assert other == [script, "watch"], other
+    assert pin.patient_command(["/no/such/cgc"], sys.executable) == ["/no/such/cgc"]
+    import subprocess
+
+    ran = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert ran.strip() == "ran ['watch', '.']", ran
+    return {"case": "backend_pin", "choices": choices}
+
+
 def main(argv):
+    import tempfile
+
     directory = argv[0]
-    for case in (index_repair(load(directory, "falkordb_index")), self_check(load(directory, "self_check"))):
-        print(json.dumps(case, sort_keys=True))
+    with tempfile.TemporaryDirectory() as scratch:
+        for case in (
+            index_repair(load(directory, "falkordb_index")),
+            self_check(load(directory, "self_check")),
+            backend_pin(load(directory, "backend_pin"), scratch),
+        ):
+            print(json.dumps(case, sort_keys=True))
 
 
 if __name__ == "__main__":

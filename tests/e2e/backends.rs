@@ -185,6 +185,92 @@ fn a_broken_delete_fails_the_self_check_and_the_sync_is_not_fresh_on_falkordb_li
     broken_delete_fails_the_self_check(&GraphBackend::FalkorLite);
 }
 
+/// FalkorDB Lite that cannot start — its port taken by another program,
+/// as a slow start on a loaded machine makes CodeGraphContext give up on
+/// it after 5 s — makes CGC go on with an empty Kùzu database. The
+/// worker refuses to write there and a reconcile run on Kùzu is not taken
+/// for a sync: from the edit on the state is never `fresh`, each error
+/// says why, and the person's graph keeps what it had (nothing was
+/// claimed for it).
+#[test]
+fn a_falkordb_lite_that_does_not_start_is_never_taken_for_the_graph() {
+    let backend = GraphBackend::FalkorLite;
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let ws = sandbox.workspace();
+    write_ten_modules(&ws);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let mut cli = backend.cli(&cgc, &ws, &sandbox.home(), "fell-back");
+    cli.env
+        .push(("FALKORDB_PORT".to_string(), port.to_string()));
+    cli.index();
+    let service = service(&sandbox, &cli, &cgc);
+    let mut conn = open_session(&service, "s1");
+    agent_batch(&mut conn, &["mod1.py"], || {
+        replace_in(&ws, "mod1.py", "compute_1", "first_compute_1")
+    });
+    wait_synced_fresh(&mut conn);
+
+    // Another program takes FalkorDB Lite's port: its server cannot start.
+    let taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    agent_batch(&mut conn, &["mod3.py"], || {
+        replace_in(&ws, "mod3.py", "compute_3", "renamed_compute_3")
+    });
+    let quiet = std::time::Duration::from_secs(240);
+    let (worker_failed, seen) = conn.recv_until_within("the worker's refusal", quiet, |f| {
+        f["type"] == "state"
+            && f["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("not the graph's backend 'falkordb'"))
+    });
+    assert_ne!(worker_failed["status"], "fresh", "{worker_failed}");
+    assert!(
+        worker_failed["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("'kuzudb'") && e.contains("nothing was written")),
+        "{worker_failed}"
+    );
+    // The failure's one retry is the reconcile (the last incremental sync
+    // failed): CGC's `watch` goes on with Kùzu too, and that is no sync
+    // either.
+    let (reconcile_failed, more) = conn.recv_until_within("the reconcile's failure", quiet, |f| {
+        f["type"] == "state"
+            && f["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("another database backend"))
+    });
+    assert_ne!(reconcile_failed["status"], "fresh", "{reconcile_failed}");
+    for frame in seen.iter().chain(&more) {
+        assert!(
+            frame["type"] != "state" || frame["status"] != "fresh",
+            "never fresh while CGC works on another backend: {frame}"
+        );
+    }
+    let ran = strategies_run(&service);
+    assert_eq!(
+        ran[..3],
+        ["reconcile", "incremental", "reconcile"],
+        "{ran:?}"
+    );
+    assert!(
+        service.log_events("incremental_applied").is_empty(),
+        "nothing was reported applied"
+    );
+    drop(conn);
+    drop(service);
+    drop(taken);
+    assert_eq!(
+        function_names(&cli, "mod3.py"),
+        ["<module>", "compute_3", "helper_3"],
+        "the person's graph was not written, and was not called fresh"
+    );
+}
+
 /// The interpreter of a `cgc` script (its `#!` line).
 fn python_of(cgc: &std::path::Path) -> String {
     let text = std::fs::read_to_string(cgc).unwrap();
@@ -275,10 +361,10 @@ fn the_drivers_probe_accepts_the_proven_backends_and_refuses_another_naming_it()
 /// beside the new ones, a node its File does not contain, a deleted file
 /// still there, and a written file missing.
 #[test]
-fn the_index_repair_and_the_self_check_do_what_they_say_on_stand_ins() {
+fn the_index_repair_the_self_check_and_the_backend_pin_do_what_they_say_on_stand_ins() {
     let driver_dir = crate::support::driver_source("");
     let cases = crate::support::python_check("backend_modules_check.py", &[&driver_dir]);
-    assert_eq!(cases.len(), 2, "{cases:?}");
+    assert_eq!(cases.len(), 3, "{cases:?}");
     assert_eq!(
         cases[0]["repaired"],
         json!(["Class", "Function", "Trait"]),
@@ -287,4 +373,9 @@ fn the_index_repair_and_the_self_check_do_what_they_say_on_stand_ins() {
     );
     let failures = cases[1]["failures"].as_object().expect("failures");
     assert_eq!(failures.len(), 4, "{failures:?}");
+    assert_eq!(
+        cases[2]["choices"]["implicit_lite"], "falkordb",
+        "{}",
+        cases[2]
+    );
 }

@@ -295,9 +295,11 @@ fn edits_reach_the_graph_before_fresh(backend: &GraphBackend) {
     );
 }
 
-on_both_backends!(
+on_every_backend!(
     edits_reach_the_graph_before_fresh,
     renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_kuzu,
+    renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_ladybugdb,
+    renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_falkordb_lite,
     renames_deletions_additions_and_base_changes_reach_the_graph_before_fresh_on_a_falkordb_server
 );
 
@@ -766,9 +768,11 @@ fn an_edit_relinks_only_what_changed(backend: &GraphBackend) {
     );
 }
 
-on_both_backends!(
+on_every_backend!(
     an_edit_relinks_only_what_changed,
     an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_kuzu,
+    an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_ladybugdb,
+    an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_falkordb_lite,
     an_edit_relinks_only_what_changed_when_some_calls_resolve_to_nothing_stored_on_a_falkordb_server
 );
 

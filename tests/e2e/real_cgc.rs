@@ -665,7 +665,9 @@ fn assert_incremental_after_the_first(service: &Service) {
     let ran = strategies_run(service);
     assert!(
         ran.len() >= 2 && ran[0] == "reconcile" && ran[1..].iter().all(|s| s == "incremental"),
-        "{ran:?}"
+        "{ran:?}; fallbacks: {:?}; reports: {:?}",
+        service.log_events("sync_strategy_fallback"),
+        service.log_events("sync_report"),
     );
 }
 

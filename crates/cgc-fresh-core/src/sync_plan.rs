@@ -353,6 +353,10 @@ pub struct SyncRunFacts {
     pub skipped_indexed: bool,
     /// The output carried CGC's embedded-database lock error.
     pub lock_error: bool,
+    /// The output said CGC went on with another backend than the graph's
+    /// (it falls back when the configured one does not start in time):
+    /// what it wrote is not the person's graph.
+    pub backend_fell_back: bool,
     /// The time budget ran out and the group was stopped.
     pub timed_out: bool,
     /// The run was cancelled (its session ended).
@@ -394,6 +398,14 @@ pub fn classify_sync_exit(strategy: &SyncStrategy, facts: &SyncRunFacts) -> Sync
             .clone()
             .unwrap_or_else(|| "another CGC process (CGC reported the database lock)".into());
         return SyncOutcome::Busy { holder };
+    }
+    if facts.backend_fell_back {
+        return SyncOutcome::Failed {
+            error: with_tail(format!(
+                "cgc went on with another database backend than the graph's (the configured one \
+                 did not start in time), so the graph was not synced ({how})"
+            )),
+        };
     }
     let exited_ok = facts.exit_code == Some(0);
     match strategy {
@@ -454,6 +466,30 @@ mod tests {
             args(&["--db", "kuzudb", "index", ".", "--force"])
         );
         assert_eq!(list_argv(&global), args(&["--db", "kuzudb", "list"]));
+    }
+
+    #[test]
+    fn a_run_that_fell_back_to_another_backend_never_succeeds() {
+        for strategy in [
+            SyncStrategy::Reconcile,
+            SyncStrategy::Update,
+            SyncStrategy::Index,
+            SyncStrategy::Incremental,
+        ] {
+            let fell_back = SyncRunFacts {
+                exit_code: Some(0),
+                saw_ready: true,
+                backend_fell_back: true,
+                ..Default::default()
+            };
+            match classify_sync_exit(&strategy, &fell_back) {
+                SyncOutcome::Failed { error } => assert!(
+                    error.contains("another database backend") && error.contains("not synced"),
+                    "{error}"
+                ),
+                other => panic!("{strategy}: {other:?}"),
+            }
+        }
     }
 
     #[test]

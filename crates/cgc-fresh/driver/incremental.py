@@ -812,14 +812,20 @@ RESOLUTION_MEMO_MODULE = "incremental-resolution-memo.py"
 STORED_EDGES_MODULE = "incremental-stored-edges.py"
 FALKORDB_INDEX_MODULE = "incremental-falkordb-index.py"
 SELF_CHECK_MODULE = "incremental-self-check.py"
+BACKEND_PIN_MODULE = "incremental-backend-pin.py"
 
 
 def load_companion(file_name, module_name):
-    """A module the service installs next to this file."""
+    """A module the service installs next to this file (`file_name`), or,
+    where this file runs from the source tree, its source
+    (`module_name` without `cgc_fresh_`, `.py`)."""
     import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(here, file_name))
+    path = os.path.join(here, file_name)
+    if not os.path.exists(path):
+        path = os.path.join(here, module_name.removeprefix("cgc_fresh_") + ".py")
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -1343,6 +1349,8 @@ def open_database(repo, timings):
     the worker's last request left it (see `SchemaDeferred`)."""
     from codegraphcontext.cli.cli_helpers import _initialize_services
 
+    pin = backend_pin()
+    pin.be_patient()
     memo = stored_edge_memo()
     with SchemaDeferred(bool(memo) and memo.left_as_it_was()) as deferred:
         db_manager, graph_builder, finder, ctx = _initialize_services(None, cwd=repo)
@@ -1352,7 +1360,24 @@ def open_database(repo, timings):
         db_manager, graph_builder, finder, ctx = _initialize_services(None, cwd=repo)
         deferred.skipped = False
     timings["schema_skipped"] = 1 if deferred.skipped else 0
+    try:
+        # CGC falls back to another backend when the graph's does not start
+        # in time (see `backend_pin.py`): nothing is written there.
+        pin.check(db_manager, pin.intended_backend())
+    except BaseException:
+        close_database(db_manager)
+        raise
     return db_manager, graph_builder, finder, ctx
+
+
+def backend_pin():
+    """The backend pin (`backend_pin.py`), loaded once per process."""
+    if not _BACKEND_PIN:
+        _BACKEND_PIN.append(load_companion(BACKEND_PIN_MODULE, "cgc_fresh_backend_pin"))
+    return _BACKEND_PIN[0]
+
+
+_BACKEND_PIN = []
 
 
 class TreeState:
@@ -2038,13 +2063,23 @@ def reconcile(opts, command):
             os.environ["CGC_RUNTIME_DB_PATH"] = opts["db_path"]
         if opts["db"]:
             os.environ["CGC_RUNTIME_DB_TYPE"] = opts["db"]
-        labels = ready_backend()
+        labels, intended = ready_backend()
         if labels:
             print(f"cgc-fresh: repaired FalkorDB's index of {', '.join(labels)}", file=sys.stderr)
+        if intended and not environment.get("CGC_RUNTIME_DB_TYPE") and not environment.get("DEFAULT_DATABASE"):
+            # The backend CGC would choose anyway, named: a run-time fall
+            # back from a named backend is said on stderr (at WARNING),
+            # where the service looks for it; an implicit one is not.
+            environment["DEFAULT_DATABASE"] = intended
     except Interrupted as exc:  # the sync was stopped: nothing to run
         return 128 + exc.signum
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - said, and CGC runs anyway
         print(f"cgc-fresh: backend not readied: {type(exc).__name__}: {exc}", file=sys.stderr)
+    try:
+        # FalkorDB Lite given time to start in `cgc` too (`backend_pin.py`).
+        command = backend_pin().patient_command(command, sys.executable)
+    except Exception as exc:  # noqa: BLE001 - said, and CGC runs as it is
+        print(f"cgc-fresh: cgc runs without the start-up patience: {type(exc).__name__}: {exc}", file=sys.stderr)
     sys.stderr.flush()
     os.dup2(saved_stdout, 1)
     os.close(saved_stdout)
@@ -2057,28 +2092,42 @@ def reconcile(opts, command):
         return 127
 
 
-def configured_manager():
-    """CGC's database manager for this workspace, chosen the way the CLI
-    chooses it (`_initialize_services`, CGC 0.6.13), without opening the
-    database (the managers connect on `get_driver`)."""
+def configure_cgc():
+    """Loads CGC's credentials and this workspace's context into the
+    environment the way the CLI does (`_initialize_services`, CGC
+    0.6.13); returns the context."""
     from codegraphcontext.cli import main as cgc_main
     from codegraphcontext.cli.config_manager import resolve_context
-    from codegraphcontext.core import get_database_manager
 
     cgc_main._load_credentials()
     ctx = resolve_context(None, cwd=os.getcwd())
     if ctx.database and not os.getenv("CGC_RUNTIME_DB_TYPE") and not os.getenv("DEFAULT_DATABASE"):
         os.environ["DEFAULT_DATABASE"] = ctx.database
+    return ctx
+
+
+def configured_manager():
+    """CGC's database manager for this workspace, chosen the way the CLI
+    chooses it, with FalkorDB Lite given time to start (the factory starts
+    it: see `backend_pin.py`)."""
+    from codegraphcontext.core import get_database_manager
+
+    ctx = configure_cgc()
+    backend_pin().be_patient()
     return get_database_manager(db_path=os.getenv("CGC_RUNTIME_DB_PATH") or ctx.db_path)
 
 
 def probe_backend():
-    """(backend, why not): the backend CGC would use here, and a reason
-    the driver refuses it (None when it is one of `PROVEN_BACKENDS`)."""
+    """(backend, why not): the backend CGC is configured for here, and a
+    reason the driver refuses it (None when it is one of
+    `PROVEN_BACKENDS`). Nothing is started or opened."""
     try:
-        backend = configured_manager().get_backend_type()
+        configure_cgc()
+        backend = backend_pin().intended_backend()
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - then it is not proven
         return None, f"cannot tell which backend CGC would use: {type(exc).__name__}: {exc}"
+    if backend is None:
+        return None, "CodeGraphContext finds no database backend here"
     if backend not in PROVEN_BACKENDS:
         return backend, (f"the graph is on {backend!r}, where the incremental sync is not proven exact "
                          f"(proven: {', '.join(PROVEN_BACKENDS)})")
@@ -2087,14 +2136,18 @@ def probe_backend():
 
 def ready_backend():
     """Opens the database only where its engine is FalkorDB's and repairs
-    its index; returns the labels repaired."""
-    manager = configured_manager()
+    its index; returns the labels repaired and the backend CGC is
+    configured for (`backend_pin.py`)."""
+    pin = backend_pin()
+    configure_cgc()
+    intended = pin.intended_backend()
     index = load_companion(FALKORDB_INDEX_MODULE, "cgc_fresh_falkordb_index")
-    backend = manager.get_backend_type()
-    if backend not in index.FALKORDB_BACKENDS:
-        return []
+    if intended not in index.FALKORDB_BACKENDS:
+        return [], intended
+    manager = configured_manager()
     try:
-        return index.repair(manager.get_driver(), backend)
+        backend = pin.check(manager, intended)
+        return index.repair(manager.get_driver(), backend), intended
     finally:
         close_database(manager)
 

@@ -41,6 +41,28 @@ pub const LOCK_ERROR_MARKERS: [&str; 2] = [
     "Another CGC process already has this embedded database open",
 ];
 
+/// What a `cgc` prints when the graph's backend did not start and it went
+/// on with another one: the driver's line for CGC's own fallback between
+/// backends (`FELL_BACK_LINE` in the driver's `backend_pin.py`: CGC 0.6.13
+/// logs it at WARNING, which its CLI does not print), CGC's WARNING for a
+/// `cgc` whose logging prints it (`Database backend fallback: … Now using
+/// KùzuDB at …`), and `_initialize_services`' `Falling back to KùzuDB for a
+/// reliable experience...`. Such a run wrote another database than the
+/// graph's.
+pub const BACKEND_FALLBACK_MARKERS: [&str; 3] = [
+    "CodeGraphContext fell back to another database backend",
+    "Database backend fallback:",
+    "Falling back to KùzuDB",
+];
+
+/// True when `text` says CGC went on with another backend than the
+/// graph's, even if a line wrap split the message.
+pub fn output_has_backend_fallback(text: &str) -> bool {
+    BACKEND_FALLBACK_MARKERS
+        .iter()
+        .any(|marker| contains_ignoring_whitespace(text, marker))
+}
+
 /// Part of the line `cgc watch` prints when it took a SIGINT
 /// (`🛑 Stopping watcher...`).
 pub const WATCH_STOPPING_MARKER: &str = "Stopping watcher";
@@ -96,6 +118,27 @@ mod tests {
             "Database Configuration Error: Database set to 'neo4j' but it is not configured."
         ));
         assert!(!output_has_lock_error("Could not set\n\nthe lock"));
+    }
+
+    #[test]
+    fn a_backend_fallback_is_recognised_as_cgc_prints_it() {
+        // As CGC 0.6.13 printed them (the factory's warning, the CLI's line).
+        assert!(output_has_backend_fallback(
+            "Database backend fallback: FalkorDB Lite was requested but is not functional \
+             (Timed out waiting for FalkorDB Lite to start. Last error: None). Now using \
+             KùzuDB at /h/.codegraphcontext/global/db/kuzudb."
+        ));
+        assert!(output_has_backend_fallback(
+            "Falling back to KùzuDB for a\n reliable experience..."
+        ));
+        // The driver's own line (`backend_pin.py`).
+        assert!(output_has_backend_fallback(
+            "cgc-fresh: CodeGraphContext fell back to another database backend: FalkorDB Lite \
+             was requested but is not functional (FalkorDB Lite worker failed to start (Exit Code 1))."
+        ));
+        assert!(!output_has_backend_fallback(
+            "Using FalkorDB Lite (default) at /h/.codegraphcontext/global/db/falkordb"
+        ));
     }
 
     #[test]

@@ -34,7 +34,7 @@ use cgc_fresh_core::sync_plan::{
 
 use crate::process::busy::find_lock_holder;
 use crate::process::cgc_markers::{
-    is_watch_ready_line, is_watch_stopping_line, output_has_lock_error,
+    is_watch_ready_line, is_watch_stopping_line, output_has_backend_fallback, output_has_lock_error,
 };
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{
@@ -84,6 +84,11 @@ pub const FALKORDB_INDEX_MODULE_FILE: &str = "incremental-falkordb-index.py";
 /// (`driver/self_check.py`), installed next to the driver.
 pub const SELF_CHECK_MODULE: &str = include_str!("../../driver/self_check.py");
 pub const SELF_CHECK_MODULE_FILE: &str = "incremental-self-check.py";
+/// The backend pin (`driver/backend_pin.py`): CGC's configured backend,
+/// FalkorDB Lite's start-up patience, and the refusal to write to another
+/// backend CGC fell back to; installed next to the driver.
+pub const BACKEND_PIN_MODULE: &str = include_str!("../../driver/backend_pin.py");
+pub const BACKEND_PIN_MODULE_FILE: &str = "incremental-backend-pin.py";
 /// The parse cache itself (CGC's per-file parse results between syncs),
 /// in the same private state directory; the driver writes it.
 pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
@@ -575,6 +580,7 @@ impl SyncRunner {
         let edges_module = self.driver_path.with_file_name(STORED_EDGES_MODULE_FILE);
         let index_module = self.driver_path.with_file_name(FALKORDB_INDEX_MODULE_FILE);
         let check_module = self.driver_path.with_file_name(SELF_CHECK_MODULE_FILE);
+        let pin_module = self.driver_path.with_file_name(BACKEND_PIN_MODULE_FILE);
         for (path, text) in [
             (&self.driver_path, INCREMENTAL_DRIVER),
             (&cache_module, PARSE_CACHE_MODULE),
@@ -582,6 +588,7 @@ impl SyncRunner {
             (&edges_module, STORED_EDGES_MODULE),
             (&index_module, FALKORDB_INDEX_MODULE),
             (&check_module, SELF_CHECK_MODULE),
+            (&pin_module, BACKEND_PIN_MODULE),
         ] {
             crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())
@@ -1036,6 +1043,9 @@ impl SyncRunner {
                 if output_has_lock_error(&tail) {
                     run.facts.lock_error = true;
                 }
+                if output_has_backend_fallback(&tail) {
+                    run.facts.backend_fell_back = true;
+                }
                 if run.facts.lock_error {
                     run.facts.lock_holder = self.lock_holder();
                 }
@@ -1268,6 +1278,9 @@ impl Handler<ChildEvent> for SyncRunner {
                         }
                         if output_has_lock_error(&text) {
                             run.facts.lock_error = true;
+                        }
+                        if output_has_backend_fallback(&text) {
+                            run.facts.backend_fell_back = true;
                         }
                         if is_index_skip_line(&text) {
                             run.facts.skipped_indexed = true;
