@@ -16,7 +16,8 @@ request is applied (see `serve`). `reconcile` readies the backend for
 CodeGraphContext's own writes (`falkordb_index.py`: FalkorDB's range index
 is repaired) and then becomes `CGC CGC_ARGS...` (exec, same process), so
 the service's reconcile, `update` or `index` run is CodeGraphContext's
-exactly as before.
+exactly as before — but for FalkorDB Lite's start-up patience and a
+fallback to another backend said on stderr (`backend_pin.py`).
 
 ROOT OPTIONS are CGC's root options (`--db/--database NAME`,
 `--db-path/--path PATH`), taken as `cgc` takes them, and `--parse-cache
@@ -55,6 +56,9 @@ from-scratch index end to end on Kùzu, LadybugDB, FalkorDB Lite
 request first repairs the range index CGC's writes depend on
 (`falkordb_index.py`). A backend outside `PROVEN_BACKENDS` is not
 written: the request answers "unsupported" and the service reconciles.
+A manager CGC opened on another backend than the configured one (its
+fallback when FalkorDB Lite does not start in time) is not written
+either: the request fails (`backend_pin.py`).
 
 Output: one line `CGC_FRESH_RESULT {json}` on stdout, last.
 Exit codes: 0 applied everything; 1 failed (the graph may be partial);
