@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use crate::graph_backend::GraphBackend;
+use crate::graph_backend::{python_of, GraphBackend};
 use crate::incremental::{
     agent_batch, assert_same_as_from_scratch, replace_in, service, wait_synced_fresh, write,
 };
@@ -269,17 +269,6 @@ fn a_falkordb_lite_that_does_not_start_is_never_taken_for_the_graph() {
         ["<module>", "compute_3", "helper_3"],
         "the person's graph was not written, and was not called fresh"
     );
-}
-
-/// The interpreter of a `cgc` script (its `#!` line).
-fn python_of(cgc: &std::path::Path) -> String {
-    let text = std::fs::read_to_string(cgc).unwrap();
-    text.lines()
-        .next()
-        .unwrap()
-        .trim_start_matches("#!")
-        .trim()
-        .to_string()
 }
 
 /// The driver's probe with the real CGC, in a workspace of its own, with

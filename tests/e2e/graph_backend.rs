@@ -180,13 +180,7 @@ impl GraphCli {
     /// The interpreter of the `cgc` (its `#!` line), which has the
     /// backend's client library.
     fn python(&self) -> String {
-        let text = fs::read_to_string(&self.cgc).unwrap();
-        text.lines()
-            .next()
-            .unwrap()
-            .trim_start_matches("#!")
-            .trim()
-            .to_string()
+        python_of(&self.cgc)
     }
 
     /// Runs one Cypher statement on a Kùzu graph with Kùzu's own client, as
@@ -315,4 +309,15 @@ pub fn query_rows(out: &std::process::Output) -> Vec<Value> {
         .unwrap_or_else(|| panic!("no JSON in query output: {stdout}"));
     serde_json::from_str::<Vec<Value>>(stdout[start..].trim())
         .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// The interpreter of a `cgc` script (its `#!` line).
+pub fn python_of(cgc: &Path) -> String {
+    let text = fs::read_to_string(cgc).unwrap();
+    text.lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("#!")
+        .trim()
+        .to_string()
 }
