@@ -453,6 +453,46 @@ fn auto_mode_with_neo4j_and_no_server_reaches_the_honest_not_verified_state() {
     assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
 }
 
+/// A managed watcher on FalkorDB Lite whose server cannot start (its port
+/// taken by another program, as a slow start on a loaded machine makes
+/// CodeGraphContext give up on it after 5 s): CGC goes on with an empty
+/// KùzuDB database and says so at WARNING, which the watcher's logging
+/// prints. The watcher is stopped and never verified: `not_verified`, the
+/// error names the other backend, one notice, never `fresh`.
+#[test]
+fn a_falkordb_lite_watcher_that_went_on_with_another_backend_is_never_verified() {
+    let Some(cgc) = crate::support::real_cgc_lite() else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let project = Project::with(
+        cgc,
+        vec![("FALKORDB_PORT".to_string(), port.to_string())],
+        Vec::new(),
+    );
+    let _taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let service = project.service(&[("CGC_FRESHNESS_WATCH", "on")]);
+    let mut conn = harness(&service);
+    let (state, _) = conn.wait_status("not_verified");
+    assert!(
+        state["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("another database backend")),
+        "{state}"
+    );
+    conn.wait_seen("not verified notice", |f| {
+        f["condition"] == "watcher_not_verified"
+    });
+    assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "watcher_not_verified"),
+        1
+    );
+}
+
 #[test]
 fn on_mode_while_another_real_watcher_holds_the_database_is_busy_naming_it() {
     let Some(cgc) = real_cgc() else { return };

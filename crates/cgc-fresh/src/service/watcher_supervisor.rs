@@ -36,6 +36,11 @@
 //!   first start. A restart that cannot spawn (busy, spawn error) is a
 //!   `Failed` naming the old process. Stopped when the drift observer gives up
 //!   on it (`Effect::StopWatcher`), its exit then reported as `Stopped`;
+//! - a watcher that says CGC went on with another database backend than
+//!   the graph's (`cgc_markers::BACKEND_FALLBACK_MARKERS`: CGC 0.6.13 falls
+//!   back to KùzuDB when FalkorDB Lite has not started in 5 s; its
+//!   `sitecustomize` gives FalkorDB Lite 120 s and makes the warning
+//!   print) is stopped and never verified: its exit is a failure;
 //! - the watcher belongs to the session that started it: it is spawned with
 //!   that session, so the supervisor stops it (SIGINT first) when the
 //!   session ends, and its exit is then reported as `Stopped`, not a failure.
@@ -52,7 +57,9 @@ use cgc_fresh_core::watcher::gate::{gate, GateDecision};
 
 use super::backend_detector::{BackendDetected, BackendDetector, DetectBackend};
 use crate::process::busy::find_lock_holder;
-use crate::process::cgc_markers::{is_watch_ready_line, watch_applied_path};
+use crate::process::cgc_markers::{
+    is_watch_ready_line, output_has_backend_fallback, watch_applied_path,
+};
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
 
@@ -454,6 +461,29 @@ impl WatcherSupervisor {
         });
     }
 
+    /// CGC said it went on with another backend than the graph's (it
+    /// falls back to KùzuDB when FalkorDB Lite does not start in time; the
+    /// driver's `backend_pin.py`): what this watcher applies is not the
+    /// person's graph, so it is never verified. Stop it; its exit reports
+    /// the failure.
+    fn fell_back(&mut self, child: u64) {
+        let Some(running) = self.running.as_mut() else {
+            return;
+        };
+        if running.gave_up.is_some() || running.session_ended {
+            return;
+        }
+        let why = "cgc watch went on with another database backend than the graph's (the \
+                   configured one did not start in time): what it applies is not the graph"
+            .to_string();
+        tracing::warn!(component = COMPONENT, event = "watcher_gave_up", session = %running.session, child, reason = %why);
+        running.gave_up = Some(why);
+        self.supervisor.do_send(StopChild {
+            id: child,
+            reason: "watcher on another backend",
+        });
+    }
+
     fn verify(&mut self, why: &'static str, ctx: &mut Context<Self>) {
         let Some(running) = self.running.as_mut() else {
             return;
@@ -531,7 +561,9 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                 if from_another {
                     return;
                 }
-                if is_watch_ready_line(&text) {
+                if output_has_backend_fallback(&text) {
+                    self.fell_back(id);
+                } else if is_watch_ready_line(&text) {
                     if let Some(running) = self.running.as_mut() {
                         running.saw_ready = true;
                     }
@@ -609,10 +641,10 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                     || during_shutdown
                 {
                     WatcherEvent::Stopped { pid }
-                } else if running.gave_up.is_some() {
-                    WatcherEvent::Failed { pid, error }
                 } else if running.verified {
                     WatcherEvent::Died { pid, error }
+                } else if running.gave_up.is_some() {
+                    WatcherEvent::Failed { pid, error }
                 } else {
                     WatcherEvent::Failed { pid, error }
                 };
