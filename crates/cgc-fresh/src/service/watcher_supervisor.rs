@@ -643,9 +643,9 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                     WatcherEvent::Stopped { pid }
                 } else if running.verified {
                     WatcherEvent::Died { pid, error }
-                } else if running.gave_up.is_some() {
-                    WatcherEvent::Failed { pid, error }
                 } else {
+                    // Given up (no ready line in time, another backend)
+                    // or ended before it was verified.
                     WatcherEvent::Failed { pid, error }
                 };
                 self.report(&running.session, event);
