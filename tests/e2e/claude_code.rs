@@ -477,7 +477,7 @@ fn process_group_of(pid: i32) -> i32 {
 }
 
 #[test]
-fn malformed_payloads_and_bad_arguments_exit_0_silently_with_a_log_line() {
+fn malformed_payloads_exit_0_silently_with_a_log_line() {
     let sandbox = Sandbox::new();
     let env: Vec<(&str, String)> = vec![("CLAUDE_PID", "1".into())];
     for bytes in [
@@ -494,8 +494,61 @@ fn malformed_payloads_and_bad_arguments_exit_0_silently_with_a_log_line() {
         assert_eq!(log.len(), before + 1, "{log:?}");
         assert_eq!(log[before]["event"], "hook_payload_rejected");
     }
-    let run = run_hook_bytes(&sandbox, b"{}", &env, &["--no-such-flag"]);
-    assert_eq!(run.system_message(), None);
+}
+
+/// A hook command written wrong in the settings (an extra argument, an
+/// unknown flag, a harness it does not know) must not fail silently, and
+/// must not exit 2 (Claude Code would block and feed standard error to
+/// the model): exit 1, one line on standard error saying what is wrong,
+/// nothing on standard output. The status line likewise.
+#[test]
+fn a_hook_or_status_line_with_bad_arguments_exits_1_with_one_line_on_stderr() {
+    let sandbox = Sandbox::new();
+    for args in [
+        &["hook", "claude-code", "SessionStart"][..],
+        &["hook", "claude-code", "--bogus"],
+        &["hook", "no-such-harness"],
+        &["hook"],
+        &["status", "--line", "--bogus"],
+    ] {
+        let out = sandbox
+            .command()
+            .args(args)
+            .env("CGC_FRESH_NO_AUTOSTART", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        let expected = if args[0] == "hook" {
+            "cgc-fresh hook: "
+        } else {
+            "cgc-fresh status --line: "
+        };
+        assert!(
+            stderr.starts_with(expected) && stderr.contains("--help"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let bogus = sandbox
+        .command()
+        .args(["hook", "claude-code", "--bogus"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert!(
+        String::from_utf8_lossy(&bogus.stderr).contains("'--bogus'"),
+        "the reason names the argument: {bogus:?}"
+    );
+    // `--help` still prints help, exit 0.
+    let help = sandbox
+        .command()
+        .args(["hook", "claude-code", "--help"])
+        .output()
+        .expect("run");
+    assert_eq!(help.status.code(), Some(0), "{help:?}");
 }
 
 #[test]

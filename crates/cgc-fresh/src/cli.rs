@@ -3,7 +3,9 @@
 //!
 //! Exit codes (also in `--help`):
 //! 0 success · 1 error · 2 usage error · 3 no service running for the
-//! workspace · 4 the service answered with an error frame.
+//! workspace · 4 the service answered with an error frame. A command a
+//! harness runs (`hook`, `status --line`) reports a usage error with exit 1
+//! and one line on standard error instead: Claude Code blocks on exit 2.
 
 use std::path::PathBuf;
 
@@ -123,8 +125,10 @@ pub enum Command {
         scope: Option<crate::harness::claude_settings::Scope>,
     },
     /// Run as a harness's hook: read one hook payload on standard input and
-    /// report it to the service. Always exits 0 and prints nothing but the
-    /// person's notices (as the harness expects them).
+    /// report it to the service. Exits 0 and prints nothing but the
+    /// person's notices (as the harness expects them); arguments it cannot
+    /// read exit 1 with one line on standard error (never 2, which Claude
+    /// Code would feed to the model).
     Hook {
         #[command(subcommand)]
         harness: HookHarness,

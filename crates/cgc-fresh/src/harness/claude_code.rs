@@ -18,8 +18,10 @@
 //! The hook never blocks Claude Code: every socket operation shares one
 //! small budget, a service that is down means a silent exit (after
 //! starting one, detached, unless `CGC_FRESH_NO_AUTOSTART=1`), and the exit
-//! code is always 0 — an exit code 2 would feed standard error to the
-//! model. Standard output carries at most the one `systemMessage` object,
+//! code is 0 — an exit code 2 would feed standard error to the model. Only
+//! a hook command written wrong (arguments `hook` cannot read) exits 1,
+//! with one line on standard error, which Claude Code shows the person
+//! (`main.rs`). Standard output carries at most the one `systemMessage` object,
 //! which Claude Code shows to the person and never puts into a model
 //! request; `SessionStart` and `UserPromptSubmit` never print anything
 //! (their standard output would reach the model). What went wrong goes to
