@@ -273,3 +273,32 @@ fn status_without_a_service_shows_the_recorded_state_and_says_it_is_not_observed
     );
     assert!(stdout.contains("last recorded status unknown"), "{stdout}");
 }
+
+/// At debug level the log holds other crates' records too (`globset`'s and
+/// `ignore`'s, through `log`): every line is one JSON object that names its
+/// component, theirs included.
+#[test]
+fn a_debug_level_log_names_the_component_on_every_line() {
+    let (sandbox, _fake, service) = crate::support::indexed_with_fake(
+        json!({}),
+        &crate::support::fast_env(&[("CGC_FRESH_LOG", "debug")]),
+    );
+    let ws = sandbox.workspace();
+    fs::write(ws.join(".gitignore"), "build/\n*.tmp\n").unwrap();
+    fs::write(ws.join("a.py"), "def a():\n    return 1\n").unwrap();
+    let mut conn = crate::support::open_session(&service, "s1");
+    crate::support::agent_edit(&mut conn, "s1", "a.py");
+    conn.wait_status("fresh");
+    let text = service.log_text();
+    let mut others = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let event: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        let component = event["component"].as_str().unwrap_or_default();
+        assert!(!component.is_empty(), "no component: {line}");
+        if event.get("log.target").is_some() {
+            others += 1;
+        }
+    }
+    assert!(others > 0, "another crate's record was logged: {text}");
+}
