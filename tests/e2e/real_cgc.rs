@@ -408,7 +408,8 @@ fn a_real_watcher_still_reconciling_past_the_liveness_window_is_not_verified() {
     let verified = service.log_events("watcher_verified");
     assert_eq!(verified.len(), 1, "{verified:?}");
     assert_eq!(
-        verified[0]["why"], "printed the ready line and is alive",
+        verified[0]["why"],
+        "printed the ready line and stayed alive through the stabilization probe",
         "{verified:?}"
     );
 }

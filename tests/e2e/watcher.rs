@@ -287,22 +287,81 @@ fn a_watcher_that_dies_before_verification_is_not_verified_and_lazy_mode_resumes
     }
 }
 
+/// The spec's liveness verification: a watcher that prints its ready line
+/// and exits 0.5 s later, inside a 4 s liveness window, never survived its
+/// stabilization probe — it is never verified: no `fresh` is ever
+/// recorded, the state is the honest `not_verified` with the error, and
+/// one `watcher_not_verified` notice names the failure.
+#[test]
+fn a_watcher_that_dies_right_after_its_ready_line_is_never_verified() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": [{"steps": [{"die_after_ms": 500, "exit": 1}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}, "builtin"]}),
+    );
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &fast_env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "4000"),
+        ]),
+    );
+    let mut conn = open_session(&service, "s1");
+    let (state, _) = conn.wait_status("not_verified");
+    assert!(
+        state["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("code 1")),
+        "{state}"
+    );
+    conn.wait_seen("not verified notice", |f| {
+        f["condition"] == "watcher_not_verified"
+    });
+    // Past the window: nothing more comes of it.
+    std::thread::sleep(Duration::from_millis(4500));
+    let status = conn.request(json!({"type": "status"}), 9);
+    assert_ne!(status["status"], "fresh", "{status}");
+    assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "watcher_not_verified"),
+        1
+    );
+    assert_eq!(conn.count_seen(|f| f["condition"] == "watcher_started"), 0);
+    assert_eq!(conn.count_seen(|f| f["condition"] == "watcher_died"), 0);
+}
+
+/// A watcher that stayed alive through its stabilization probe is verified
+/// (`fresh`); when it dies later the record drops to `possibly_stale` at
+/// once (never a `fresh` left standing), with one `watcher_died` notice.
 #[test]
 fn a_watcher_that_dies_after_verification_drops_to_possibly_stale_at_once() {
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
-    // Ready at once, then dies 600 ms later (after verification by the ready line).
+    // Ready at once; the probe is 1 s (the liveness budget); dies at 3 s.
     let fake = FakeCgc::new(
         &sandbox,
-        json!({"watch": [{"steps": [{"die_after_ms": 600, "exit": 1}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}, "builtin"]}),
+        json!({"watch": [{"steps": [{"die_after_ms": 3000, "exit": 1}, {"stdout": [{"cgc": "ready"}]}, {"hang": true}]}, "builtin"]}),
     );
-    let service =
-        Service::start_with_fake(&sandbox, &fake, &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &fast_env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_FRESHNESS_WATCHER_LIVENESS_MS", "1000"),
+        ]),
+    );
     let mut conn = open_session(&service, "s1");
     conn.wait_status("fresh");
     let (stale, _) = conn.wait_status("possibly_stale");
     assert!(stale["last_error"].as_str().is_some(), "{stale}");
     conn.wait_seen("died notice", |f| f["condition"] == "watcher_died");
+    assert_eq!(conn.count_seen(|f| f["condition"] == "watcher_died"), 1);
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "watcher_not_verified"),
+        0
+    );
 }
 
 #[test]
@@ -402,11 +461,13 @@ fn an_edit_is_fresh_only_once_the_watcher_logs_it_applied() {
     );
     let fake = FakeCgc::new(
         &sandbox,
-        json!({"watch": {"steps": [{"stdout": [{"cgc": "ready"}]}, {"sleep_ms": 2000}, {"stderr": [applied]}, {"hang": true}]}}),
+        json!({"watch": {"steps": [{"stdout": [{"cgc": "ready"}]}, {"sleep_ms": 5000}, {"stderr": [applied]}, {"hang": true}]}}),
     );
     let service =
         Service::start_with_fake(&sandbox, &fake, &fast_env(&[("CGC_FRESHNESS_WATCH", "on")]));
     let mut conn = open_session(&service, "s1");
+    // Verified 2 s after its ready line (the stabilization probe); the
+    // edit follows, 3 s before the watcher logs the file applied.
     conn.wait_status("fresh");
     agent_edit(&mut conn, "s1", "pkg/a.py");
     let (stale, _) = conn.wait_status("possibly_stale");

@@ -5,8 +5,10 @@
 //!   `cgc doctor`'s output and `~/.codegraphcontext/.env`, failing open to
 //!   "unknown", which counts as embedded.
 //! - [`gate`](mod@gate): the `off`/`on`/`auto` decision for one session.
+//! - [`liveness`](mod@liveness): how long a watcher must stay alive after
+//!   its ready line before it is verified (the stabilization probe).
 //!
-//! What happens after a spawn — liveness verification, the `fresh` claim,
+//! What happens after verification — the `fresh` claim,
 //! death, stop — is part of the freshness machine
 //! ([`crate::freshness::Input::WatcherStarted`] and the variants after it),
 //! because it decides the workspace's freshness. The shell runs the
@@ -14,6 +16,7 @@
 
 pub mod backend;
 pub mod gate;
+pub mod liveness;
 
 pub use backend::{
     classify, decide, from_runtime_env, parse_doctor_output, parse_dotenv, Backend, BackendAnswer,

@@ -13,13 +13,16 @@
 //!   does not start another (two watchers would fight over an embedded lock);
 //! - it runs `cgc watch --sync-on-start .`: a plain watch applies only
 //!   changes made after it started, so its "fresh" would not be true;
-//! - verified only by CGC's ready line, printed while the child is alive.
-//!   CGC prints that line after its start-up reconcile (`--sync-on-start`)
-//!   and after it scheduled its file observer; before it, the graph is
-//!   being rewritten and edits are not yet observed. Surviving
-//!   `freshness.watcherLivenessMs` verifies nothing (a reconcile of a large
-//!   repository outlasts it; it is only logged); an exit before the line
-//!   fails the attempt, and no ready line within `cgc.maintenanceTimeoutMs`
+//! - verified by CGC's ready line **and** the stabilization probe after it
+//!   (`cgc_fresh_core::watcher::liveness`: the child must stay alive for
+//!   up to 2 s after the line, ending within `freshness.watcherLivenessMs`
+//!   of the spawn when the line comes early). CGC prints that line after
+//!   its start-up reconcile (`--sync-on-start`) and after it scheduled its
+//!   file observer; before it, the graph is being rewritten and edits are
+//!   not yet observed. Surviving `freshness.watcherLivenessMs` without the
+//!   line verifies nothing (a reconcile of a large repository outlasts it;
+//!   it is only logged); an exit before the probe ended fails the attempt
+//!   (never `fresh`), and no ready line within `cgc.maintenanceTimeoutMs`
 //!   stops the child and fails it;
 //! - CGC logs each file its observer applied to the graph only at INFO,
 //!   which its CLI never configures: the child runs with `ENABLE_APP_LOGS=INFO`
@@ -47,13 +50,14 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use cgc_fresh_core::config::{Settings, WatchMode};
 use cgc_fresh_core::freshness::SessionKey;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_core::watcher::gate::{gate, GateDecision};
+use cgc_fresh_core::watcher::liveness::stabilization_probe;
 
 use super::backend_detector::{BackendDetected, BackendDetector, DetectBackend};
 use crate::process::busy::find_lock_holder;
@@ -170,9 +174,15 @@ struct Running {
     verified: bool,
     saw_ready: bool,
     session_ended: bool,
+    /// When it was spawned, and when it printed its ready line: the
+    /// stabilization probe after the line is counted from them.
+    spawned_at: Instant,
+    ready_at: Option<Instant>,
     /// The liveness timer, then the ready-line deadline.
     timer: Option<SpawnHandle>,
     deadline: Option<SpawnHandle>,
+    /// The end of the stabilization probe (it verifies, if still alive).
+    probe: Option<SpawnHandle>,
     /// Why it is being stopped before verification (no ready line in time).
     gave_up: Option<String>,
     /// The process this one replaces (a restart), until it is reported.
@@ -338,8 +348,11 @@ impl WatcherSupervisor {
             verified: false,
             saw_ready: false,
             session_ended: false,
+            spawned_at: Instant::now(),
+            ready_at: None,
             timer: None,
             deadline: None,
+            probe: None,
             gave_up: None,
             restart_of,
             replaced_child: None,
@@ -392,7 +405,7 @@ impl WatcherSupervisor {
                         act.report(&session, event);
                     }
                     if saw_ready {
-                        act.verify("printed the ready line and is alive", ctx);
+                        act.start_probe(ctx);
                     }
                 }
                 Ok(Err(error)) => {
@@ -484,6 +497,35 @@ impl WatcherSupervisor {
         });
     }
 
+    /// Starts the stabilization probe after the ready line, once the
+    /// child's id is known: if it is still this child, alive, when the
+    /// probe ends, it is verified (`cgc_fresh_core::watcher::liveness`).
+    fn start_probe(&mut self, ctx: &mut Context<Self>) {
+        let Some(running) = self.running.as_mut() else {
+            return;
+        };
+        let (Some(child), Some(ready_at)) = (running.child, running.ready_at) else {
+            return;
+        };
+        if running.verified || running.probe.is_some() {
+            return;
+        }
+        let liveness = Duration::from_millis(self.settings.freshness.watcher_liveness_ms);
+        let probe = stabilization_probe(ready_at.duration_since(running.spawned_at), liveness);
+        let wait = probe.saturating_sub(ready_at.elapsed());
+        tracing::info!(component = COMPONENT, event = "watcher_probe", session = %running.session, child, probe_ms = probe.as_millis() as u64);
+        running.probe = Some(ctx.run_later(wait, move |act, ctx| {
+            let Some(running) = act.running.as_mut().filter(|r| r.child == Some(child)) else {
+                return;
+            };
+            running.probe = None;
+            act.verify(
+                "printed the ready line and stayed alive through the stabilization probe",
+                ctx,
+            );
+        }));
+    }
+
     fn verify(&mut self, why: &'static str, ctx: &mut Context<Self>) {
         let Some(running) = self.running.as_mut() else {
             return;
@@ -564,10 +606,12 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                 if output_has_backend_fallback(&text) {
                     self.fell_back(id);
                 } else if is_watch_ready_line(&text) {
-                    if let Some(running) = self.running.as_mut() {
+                    // CGC prints it twice: the first one counts.
+                    if let Some(running) = self.running.as_mut().filter(|r| !r.saw_ready) {
                         running.saw_ready = true;
+                        running.ready_at = Some(Instant::now());
+                        self.start_probe(ctx);
                     }
-                    self.verify("printed the ready line and is alive", ctx);
                 } else if let Some(path) = watch_applied_path(&text) {
                     let Some(running) = self.running.as_ref() else {
                         return;
@@ -609,9 +653,13 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                     };
                     self.report(&running.session, event);
                 }
-                for timer in [running.timer.take(), running.deadline.take()]
-                    .into_iter()
-                    .flatten()
+                for timer in [
+                    running.timer.take(),
+                    running.deadline.take(),
+                    running.probe.take(),
+                ]
+                .into_iter()
+                .flatten()
                 {
                     ctx.cancel_future(timer);
                 }
