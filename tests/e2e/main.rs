@@ -27,6 +27,7 @@ mod session_patches;
 mod sessions;
 mod shell_edits;
 mod soak;
+mod spec_clauses;
 mod stored_edges;
 mod supervision;
 mod sync;

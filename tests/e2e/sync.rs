@@ -318,20 +318,28 @@ fn an_edit_during_a_sync_leaves_it_stale_and_causes_exactly_one_follow_up() {
     agent_edit(&mut conn, "s1", "b.py");
     agent_edit(&mut conn, "s1", "c.py");
     let (fresh, seen) = conn.wait_status("fresh");
-    // The first completion could not claim fresh: the edits came after its start.
-    let statuses: Vec<&str> = seen
+    // The first completion could not claim fresh: the edits came after its
+    // start. It records its time and leaves the state possibly stale; only
+    // the follow-up's completion is fresh.
+    let first_completion = seen
         .iter()
-        .filter(|f| f["type"] == "state")
-        .filter_map(|f| f["status"].as_str())
-        .collect();
-    assert!(
-        statuses
-            .windows(2)
-            .any(|w| w == ["syncing", "possibly_stale"])
-            || statuses.iter().filter(|s| **s == "syncing").count() >= 1,
-        "{statuses:?}"
+        .find(|f| f["type"] == "state" && f["last_synced_at"].is_u64())
+        .unwrap_or_else(|| panic!("no completion before fresh: {seen:?}"));
+    assert_eq!(
+        first_completion["status"], "possibly_stale",
+        "{first_completion}"
     );
-    assert!(fresh["last_synced_at"].is_u64());
+    assert_eq!(first_completion["syncing"], false, "{first_completion}");
+    assert!(
+        fresh["last_synced_at"].as_u64() > first_completion["last_synced_at"].as_u64(),
+        "fresh is the follow-up's completion: {fresh} after {first_completion}"
+    );
+    assert_eq!(
+        conn.count_seen(|f| f["type"] == "state" && f["status"] == "fresh"),
+        1,
+        "fresh once, at the follow-up: {:?}",
+        conn.history
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         fake.invocations().len(),
