@@ -8,7 +8,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
@@ -128,6 +128,206 @@ fn warnings_of(doc: &Value) -> Vec<String> {
         .iter()
         .map(|w| w.as_str().expect("a string warning").to_string())
         .collect()
+}
+
+/// The wall clock in unix milliseconds, the clock the service stamps its
+/// record with.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as u64
+}
+
+/// Whether a state frame says the sync an edit asked for is still queued.
+fn sync_queued(frame: &Value) -> bool {
+    frame["detail"]
+        .as_str()
+        .is_some_and(|d| d.contains("a sync is queued"))
+}
+
+/// An agent edit of `file` as the `edit_epoch`-th observed edit, bracketed
+/// by the wall clock: the time before it was sent, the state frame that
+/// settled the sync it asked for (queued, then dropped for want of a slot),
+/// and the time that frame was read.
+fn timed_edit(conn: &mut Conn, file: &str, epoch: u64) -> (u64, Value, u64) {
+    let before = now_ms();
+    agent_edit(conn, "s1", file);
+    wait_state_at(conn, epoch, "a queued sync", sync_queued);
+    let settled = wait_state_at(conn, epoch, "the budget decision", |f| !sync_queued(f));
+    (before, settled, now_ms())
+}
+
+/// `cgc-fresh status --json` for the sandbox's workspace.
+fn status_cli(sandbox: &Sandbox) -> Value {
+    let out = sandbox
+        .command()
+        .args(["status", "--json"])
+        .output()
+        .expect("cgc-fresh status");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("status json")
+}
+
+/// Scenario 2, "Dirty after observed edits": GIVEN the state was fresh and
+/// the session then performs file edits, THEN the state reports
+/// possibly-stale with the time of the FIRST observed edit — a second edit
+/// a second later does not move it. No sync can complete in between (the
+/// session's one sync slot was spent reaching `fresh`), and every surface
+/// that reads the state says the same: the pushed frames, a `status`
+/// request, `cgc-fresh status --json` and the state file.
+#[test]
+fn dirty_after_observed_edits_reports_the_first_edits_time_and_a_later_edit_does_not_move_it() {
+    let (sandbox, fake, service) = indexed_with_fake(
+        json!({}),
+        &fast_env(&[("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "1")]),
+    );
+    let mut conn = open_session(&service, "s1");
+    // GIVEN fresh: an edit synced to `fresh`, which closes its episode.
+    agent_edit(&mut conn, "s1", "a.py");
+    let (fresh, _) = conn.wait_status("fresh");
+    assert!(fresh["stale_since"].is_null(), "{fresh}");
+    assert_eq!(fake.invocations().len(), 1, "the one slot was used");
+
+    let (first_before, first, first_after) = timed_edit(&mut conn, "b.py", 2);
+    assert_eq!(first["status"], "possibly_stale", "{first}");
+    let since = first["stale_since"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no stale_since: {first}"));
+    assert!(
+        (first_before..=first_after).contains(&since),
+        "stale_since {since} is the first edit's time, observed within \
+         [{first_before}, {first_after}]: {first}"
+    );
+    assert!(
+        since > fresh["last_synced_at"].as_u64().expect("synced at"),
+        "a new episode, not the synced edit's: {fresh} then {first}"
+    );
+
+    // A second edit, clearly later: stale_since stays at the first.
+    std::thread::sleep(Duration::from_millis(1000));
+    let (second_before, second, _) = timed_edit(&mut conn, "c.py", 3);
+    assert!(second_before > first_after + 900, "the edits are apart");
+    assert_eq!(second["status"], "possibly_stale", "{second}");
+    assert_eq!(
+        second["stale_since"], since,
+        "the second edit (sent at {second_before}) does not move stale_since: {second}"
+    );
+
+    // Every surface reads the same record.
+    let state = round_trip(&mut conn, 10);
+    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["edit_epoch"], 3, "{state}");
+    assert_eq!(state["stale_since"], since, "{state}");
+    let cli = status_cli(&sandbox);
+    assert_eq!(cli["status"], "possibly_stale", "{cli}");
+    assert_eq!(cli["stale_since"], since, "{cli}");
+    // The file is written before a frame is pushed, and rewritten only
+    // when more than the edit counter changed.
+    let on_disk: Value =
+        serde_json::from_str(&fs::read_to_string(sandbox.state_file()).expect("state file"))
+            .expect("state json");
+    assert_eq!(on_disk["status"], "possibly_stale", "{on_disk}");
+    assert_eq!(on_disk["stale_since"], since, "{on_disk}");
+    assert_eq!(
+        fake.invocations().len(),
+        1,
+        "no sync ran between the edits: {:?}",
+        fake.invocations()
+    );
+}
+
+/// Scenario 13, "Stale notice shown once": THEN the user sees ONE
+/// staleness notice WITH THE SYNC OPTIONS, and re-observed edits produce
+/// no further notices. The options are the automatic background sync (when
+/// `freshness.autoSync` is on; said to be off when it is off) and the sync
+/// by hand, from a shell or in the agent. Re-observed: more edits in the
+/// same episode, and (auto sync on) edits that open new episodes after a
+/// completed sync.
+#[test]
+fn the_stale_notice_offers_the_sync_options_once_however_many_more_edits_are_observed() {
+    for auto_sync in [true, false] {
+        let case = format!("autoSync {auto_sync}");
+        let (_sandbox, fake, service) = indexed_with_fake(
+            json!({}),
+            &fast_env(&[
+                (
+                    "CGC_FRESHNESS_AUTO_SYNC",
+                    if auto_sync { "true" } else { "false" },
+                ),
+                // A slot for every episode.
+                ("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "5"),
+            ]),
+        );
+        let mut conn = open_session(&service, "s1");
+        agent_edit(&mut conn, "s1", "a.py");
+        let notice = conn.wait_seen("the staleness notice", |f| {
+            f["type"] == "notice" && f["condition"] == "possibly_stale"
+        });
+        assert_eq!(notice["audience"], "user", "{case}: {notice}");
+        assert_eq!(notice["session"], "s1", "{case}: {notice}");
+        let text = notice["text"].as_str().unwrap_or_default();
+        // The sync by hand, both ways.
+        assert!(
+            text.contains("run `cgc-fresh sync`"),
+            "{case}: offers the shell command: {notice}"
+        );
+        assert!(
+            text.contains("`/cgc-fresh sync` in the agent"),
+            "{case}: offers the agent command: {notice}"
+        );
+        // The automatic sync: coming, or off.
+        if auto_sync {
+            assert!(
+                text.contains("A background sync follows shortly"),
+                "{case}: says a sync follows: {notice}"
+            );
+        } else {
+            assert!(
+                text.contains("Automatic sync is off") && !text.contains("background sync"),
+                "{case}: says no sync follows: {notice}"
+            );
+        }
+        // Re-observed edits: the same episode, then (auto sync on) new
+        // episodes after completed syncs.
+        for file in ["b.py", "c.py"] {
+            agent_edit(&mut conn, "s1", file);
+        }
+        if auto_sync {
+            let fresh = |f: &Value| f["status"] == "fresh";
+            wait_state_at(&mut conn, 3, "fresh", fresh);
+            for (n, file) in ["d.py", "e.py"].iter().enumerate() {
+                let epoch = n as u64 + 4;
+                agent_edit(&mut conn, "s1", file);
+                wait_state_at(&mut conn, epoch, "fresh", fresh);
+            }
+        }
+        let state = round_trip(&mut conn, 10);
+        let edits = if auto_sync { 5 } else { 3 };
+        assert_eq!(state["edit_epoch"], edits, "{case}: {state}");
+        if auto_sync {
+            // Three stale episodes, each closed by a completed sync.
+            assert!(fake.invocations().len() >= 3, "{case}");
+            assert!(
+                conn.count_seen(|f| f["type"] == "state" && f["status"] == "possibly_stale") >= 3,
+                "{case}: {:?}",
+                conn.history
+            );
+        } else {
+            assert_eq!(state["status"], "possibly_stale", "{case}: {state}");
+            assert!(fake.invocations().is_empty(), "{case}: no sync");
+        }
+        assert_eq!(
+            notices(&conn, "possibly_stale"),
+            1,
+            "{case}: one staleness notice for {edits} edits: {:?}",
+            notice_frames(&conn)
+        );
+    }
 }
 
 /// Scenario 7, "Sync skipped when busy": THEN no indexing starts, a
