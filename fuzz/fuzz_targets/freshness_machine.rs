@@ -20,8 +20,9 @@
 //!   start and none unsettled at it, with no edit observed since — or
 //!   while a watcher verified after its start (and not failed, died,
 //!   stopped or ended since) runs; a verified watcher means `fresh` once
-//!   it reported every edit made while it ran applied, `possibly_stale`
-//!   while any waits;
+//!   it reported every edit made while it ran applied, `syncing` while any
+//!   waits (no stale episode), `possibly_stale` once one waited longer
+//!   than `watcherApplyMs`;
 //! - every notice goes to a live session, never for a (session lifetime,
 //!   condition) already delivered: each pair is delivered at most once;
 //! - automatic syncs spawned per session lifetime stay within
@@ -606,7 +607,9 @@ impl World {
                     assert!(
                         !expect.drained
                             || *condition == NoticeCondition::BudgetExhausted
-                            || (watcher_decided && *condition == NoticeCondition::WatcherDied),
+                            || (watcher_decided && *condition == NoticeCondition::WatcherDied)
+                            || (self.shadow.watcher.verified()
+                                && *condition == NoticeCondition::PossiblyStale),
                         "the end of a draining sync raised {condition:?}"
                     );
                     if raised_by_watcher(*condition) {
@@ -655,7 +658,12 @@ impl World {
         );
         // The freed workspace may let a queued sync start or a waiting
         // watcher restart (or be given up).
-        if expect.drained && !started && !watcher_decided {
+        // A verified watcher's wait may reach its bound (`watcherApplyMs`)
+        // in any step: it opens the stale episode then.
+        let lag_opened = self.shadow.watcher.verified()
+            && record.status == FreshnessStatus::PossiblyStale
+            && before.status != FreshnessStatus::PossiblyStale;
+        if expect.drained && !started && !watcher_decided && !lag_opened {
             assert_eq!(
                 record, before,
                 "the end of a draining sync changed the record"
@@ -770,11 +778,22 @@ impl World {
                 "a verified watcher with a stale episode"
             );
         } else if verified {
-            assert_eq!(
-                record.status,
-                FreshnessStatus::PossiblyStale,
-                "fresh while an edit waits for the watcher"
-            );
+            // The watcher is applying what waits (`syncing`, no stale
+            // episode) until `watcherApplyMs` has passed since the oldest
+            // waiting edit; then the episode is open, dated at that edit.
+            match record.status {
+                FreshnessStatus::Syncing => assert_eq!(
+                    record.stale_since, None,
+                    "a stale episode while the watcher is applying an edit"
+                ),
+                FreshnessStatus::PossiblyStale => assert!(
+                    record
+                        .stale_since
+                        .is_some_and(|since| since.get() + self.policy.watcher_apply_ms <= shadow.now),
+                    "a stale episode under a verified watcher within its bound"
+                ),
+                other => panic!("{other:?} while an edit waits for the watcher"),
+            }
         }
         if record.status == FreshnessStatus::Fresh && !verified {
             assert_eq!(
@@ -882,6 +901,7 @@ fuzz_target!(|scenario: Scenario| {
         batch_ms: u64::from(scenario.batch_ms % 2_000),
         settle_ms: u64::from(scenario.settle_ms % 5_000),
         min_sync_gap_ms: u64::from(scenario.settle_ms % 7) * 1_000,
+        watcher_apply_ms: 1 + u64::from(scenario.batch_ms % 6_000),
         modifying_tools: MODIFYING.iter().map(|tool| tool.to_string()).collect(),
         shell_tools: Vec::new(),
         workspace_root: WORKSPACE_ROOT.to_owned(),

@@ -60,6 +60,14 @@ pub fn answer(decoded: &Result<Envelope<ClientFrame>, FrameError>) -> Vec<Envelo
                 format!("session {:?} is not live here", take.session),
             )),
         )],
+        // Always answered with an `mcp` frame; what it holds is CGC's.
+        ClientFrame::McpTools | ClientFrame::McpCall(_) => vec![Envelope::with_id(
+            id,
+            ServerFrame::Mcp(cgc_fresh_proto::McpAnswer {
+                result: None,
+                error: Some(serde_json::json!({"code": -32603, "message": "Internal error"})),
+            }),
+        )],
         ClientFrame::Sync
         | ClientFrame::SessionStart(_)
         | ClientFrame::ToolCall(_)

@@ -17,6 +17,7 @@ mod instance;
 // After `incremental`, whose backend macros it uses.
 mod backends;
 mod lifetimes;
+mod mcp;
 mod parse_cache;
 mod prepared_tree;
 mod protocol;

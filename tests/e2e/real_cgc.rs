@@ -302,6 +302,30 @@ fn an_edit_during_a_real_sync_stays_stale_and_causes_exactly_one_follow_up() {
     );
 }
 
+/// Spec, "Verified watcher owns freshness": among the `frames` that came
+/// while the verified watcher applied an edit, none said
+/// `possibly_stale`, carried a `stale_since`, or was a staleness notice.
+fn assert_no_stale_episode(frames: &[Value]) {
+    assert!(
+        frames.iter().all(|f| f["status"] != "possibly_stale"
+            && f["stale_since"].is_null()
+            && f["condition"] != "possibly_stale"),
+        "a stale episode under the verified watcher: {frames:?}"
+    );
+}
+
+/// The watcher's line that it applied `path` reached the service (and
+/// `fresh`, which waits for it, came after).
+fn assert_applied_reported(service: &Service, path: &str) {
+    let reports = service.log_events("watcher_report");
+    assert!(
+        reports
+            .iter()
+            .any(|e| e["report"].as_str().is_some_and(|r| r.contains(path))),
+        "fresh without the watcher's applied line for {path}: {reports:?}"
+    );
+}
+
 fn rename_in(path: &std::path::Path, from: &str, to: &str) {
     let text = fs::read_to_string(path).unwrap().replace(from, to);
     fs::write(path, text).unwrap();
@@ -317,13 +341,17 @@ fn on_mode_verifies_a_real_watcher_and_an_edit_reaches_the_graph_through_it() {
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     agent_renames(&mut conn, &project, "old_name", "watched_name");
     // CGC's watcher debounces for 2 s: the edit is not in the graph yet,
-    // and the status must not say so.
+    // and the status must not say so — but the watcher is applying it, so
+    // it opens no stale episode (spec, "Verified watcher owns freshness").
     let state = conn.request(json!({"type": "status"}), 3);
-    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["status"], "syncing", "{state}");
+    assert!(state["stale_since"].is_null(), "{state}");
     assert_eq!(state["watcher"]["state"], "verified", "{state}");
     // Fresh again once the watcher logged the file applied.
-    let (fresh, _) = conn.wait_status("fresh");
+    let (fresh, between) = conn.wait_status("fresh");
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    assert_no_stale_episode(&between);
+    assert_applied_reported(&service, "pkg/alpha.py");
     // Kùzu allows one process at a time: end the session (the watcher
     // stops with SIGINT and frees the database), then ask the graph.
     conn.request(json!({"type": "session_shutdown", "session": "s1"}), 4);
@@ -560,12 +588,16 @@ fn auto_mode_with_a_real_falkordb_server_verifies_and_an_edit_reaches_the_graph(
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     assert_eq!(fresh["backend"]["kind"], "falkordb-remote", "{fresh}");
     agent_renames(&mut conn, &project, "old_name", "served_name");
-    // Not fresh while the watcher has not applied it (it debounces 2 s).
+    // Not fresh while the watcher has not applied it (it debounces 2 s),
+    // and no stale episode either: the watcher is applying it.
     let state = conn.request(json!({"type": "status"}), 8);
-    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["status"], "syncing", "{state}");
+    assert!(state["stale_since"].is_null(), "{state}");
     // A server backend has no lock: the moment it says fresh, the graph
     // must have the edit.
-    conn.wait_status("fresh");
+    let (_, between) = conn.wait_status("fresh");
+    assert_no_stale_episode(&between);
+    assert_applied_reported(&service, "pkg/alpha.py");
     project.assert_graph(
         &["served_name"],
         &["old_name"],
@@ -648,9 +680,10 @@ fn on_mode_with_a_4s_liveness_window_says_fresh_only_when_a_query_finds_each_edi
         rename_in(&alpha, "def helper(", "def after_fresh_helper(")
     });
     let state = conn.request(json!({"type": "status"}), 8);
-    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["status"], "syncing", "{state}");
     let (fresh, before) = conn.wait_status("fresh");
     assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert_no_stale_episode(&before);
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     project.assert_graph(
         &["after_fresh_helper", "startup_name"],
@@ -665,10 +698,11 @@ fn on_mode_with_a_4s_liveness_window_says_fresh_only_when_a_query_finds_each_edi
         &project,
         "sed -i 's/def beta_main(/def sed_main(/' pkg/beta.py",
     );
-    let (stale, _) = conn.wait_status("possibly_stale");
-    assert_eq!(stale["watcher"]["state"], "verified", "{stale}");
+    let (applying, _) = conn.wait_status("syncing");
+    assert_eq!(applying["watcher"]["state"], "verified", "{applying}");
     let (fresh, before) = conn.wait_status("fresh");
     assert!(before.iter().all(|f| f["status"] != "fresh"));
+    assert_no_stale_episode(&before);
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     project.assert_graph(&["sed_main"], &["beta_main"], "at the third fresh");
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::support::{
     agent_edit, args_of, fast_env, indexed_with_fake, is_alive, open_session, wait_until, FakeCgc,
@@ -30,14 +30,16 @@ fn on_mode_spawns_the_watcher_verifies_it_and_it_owns_freshness() {
         args_of(&calls[0]),
         json!(["--db", "kuzudb", "watch", "--sync-on-start", "."])
     );
-    // Edits while the verified watcher runs start no sync and offer no
-    // notice; they are not fresh until the watcher says it applied them
-    // (this fake never does).
+    // Edits while the verified watcher runs start no sync, open no stale
+    // episode and offer no notice; they are `syncing` — the watcher is
+    // applying them — and not fresh until the watcher says it applied
+    // them (this fake never does; the bound of that wait is 30 s).
     agent_edit(&mut conn, "s1", "a.py");
     agent_edit(&mut conn, "s1", "b.py");
     std::thread::sleep(Duration::from_millis(300));
     let state = conn.request(json!({"type": "status"}), 5);
-    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["status"], "syncing", "{state}");
+    assert!(state["stale_since"].is_null(), "{state}");
     assert_eq!(state["watcher"]["state"], "verified", "{state}");
     assert_eq!(
         fake.invocations().len(),
@@ -158,6 +160,17 @@ fn auto_mode_on_an_unindexed_workspace_spawns_nothing_and_says_why() {
     assert!(
         !sandbox.workspace().join(".codegraphcontext").exists(),
         "nothing was created"
+    );
+    // One-time: the session's replayed start and its edits do not say it
+    // again (the decline is decided once per session).
+    conn.send(json!({"type": "session_start", "session": "s1", "reason": "startup"}));
+    agent_edit(&mut conn, "s1", "pkg/a.py");
+    let state = conn.request(json!({"type": "status"}), 9);
+    assert_eq!(state["watcher"]["state"], "declined_unindexed", "{state}");
+    assert_eq!(
+        conn.count_seen(|f| f["type"] == "notice" && f["condition"] == "watcher_declined_unindexed"),
+        1,
+        "the decline is explained once"
     );
 }
 
@@ -452,6 +465,10 @@ fn a_slow_start_up_reconcile_is_verified_only_at_its_ready_line() {
 
 #[test]
 fn an_edit_is_fresh_only_once_the_watcher_logs_it_applied() {
+    // Spec, "Verified watcher owns freshness": the edit opens no stale
+    // episode (no `possibly_stale`, no `stale_since`, no notice) — it is
+    // `syncing` while the watcher applies it — and `fresh` waits for the
+    // watcher's line that it applied the file.
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let ws = std::fs::canonicalize(sandbox.workspace()).unwrap();
@@ -470,26 +487,108 @@ fn an_edit_is_fresh_only_once_the_watcher_logs_it_applied() {
     // edit follows, 3 s before the watcher logs the file applied.
     conn.wait_status("fresh");
     agent_edit(&mut conn, "s1", "pkg/a.py");
-    let (stale, _) = conn.wait_status("possibly_stale");
-    assert_eq!(stale["watcher"]["state"], "verified", "{stale}");
+    let (applying, _) = conn.wait_status("syncing");
+    assert_eq!(applying["watcher"]["state"], "verified", "{applying}");
+    assert!(applying["stale_since"].is_null(), "{applying}");
+    let (fresh, between) = conn.wait_status("fresh");
+    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
+    assert!(
+        between
+            .iter()
+            .all(|f| f["status"] != "possibly_stale" && f["stale_since"].is_null()),
+        "a stale episode under the verified watcher: {between:?}"
+    );
     assert_eq!(
         conn.count_seen(|f| f["condition"] == "possibly_stale"),
         0,
-        "no staleness notice: the watcher is applying it"
+        "no staleness notice: the watcher was applying it"
     );
-    let (fresh, _) = conn.wait_status("fresh");
-    assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
     assert_eq!(
         fake.invocations().len(),
         1,
         "no sync: the watcher applied it"
     );
     let reports = service.log_events("watcher_report");
+    let applied_at = reports
+        .iter()
+        .position(|e| e["report"].as_str().unwrap_or("").contains("pkg/a.py"));
+    assert!(applied_at.is_some(), "{reports:?}");
+}
+
+/// Now, in unix milliseconds (the unit of `stale_since`).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+/// A verified watcher that has not applied an edit within
+/// `freshness.watcherApplyMs` opens the stale episode honestly:
+/// `possibly_stale` since the edit, one notice that says why; its line
+/// that it applied the file ends the episode (`fresh`). No sync runs: the
+/// watcher still owns freshness.
+#[test]
+fn a_watcher_that_does_not_apply_an_edit_within_its_bound_opens_one_stale_episode() {
+    let sandbox = Sandbox::new();
+    sandbox.mark_indexed();
+    let ws = std::fs::canonicalize(sandbox.workspace()).unwrap();
+    let applied = format!(
+        "2026-12-01 20:26:55,734 - INFO - codegraphcontext.utils.debug_log - [INCREMENTAL] Done. Graph refresh for {}/pkg/a.py complete! ✅",
+        ws.display()
+    );
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"watch": {"steps": [{"stdout": [{"cgc": "ready"}]}, {"sleep_ms": 6000}, {"stderr": [applied]}, {"hang": true}]}}),
+    );
+    let service = Service::start_with_fake(
+        &sandbox,
+        &fake,
+        &fast_env(&[
+            ("CGC_FRESHNESS_WATCH", "on"),
+            ("CGC_FRESHNESS_WATCHER_APPLY_MS", "1500"),
+        ]),
+    );
+    let mut conn = open_session(&service, "s1");
+    conn.wait_status("fresh");
+    let before_edit = now_ms();
+    agent_edit(&mut conn, "s1", "pkg/a.py");
+    conn.wait_status("syncing");
+    let (stale, applying) = conn.wait_status("possibly_stale");
+    let edit_state = applying
+        .iter()
+        .find(|f| f["type"] == "state" && f["status"] == "syncing")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let stale_since = stale["stale_since"].as_u64().unwrap_or(0);
     assert!(
-        reports
-            .iter()
-            .any(|e| e["report"].as_str().unwrap_or("").contains("pkg/a.py")),
-        "{reports:?}"
+        stale_since >= before_edit && stale_since <= before_edit + 1_000,
+        "stale since the edit ({before_edit}): {stale}"
+    );
+    assert!(
+        now_ms() >= stale_since + 1_500,
+        "the episode opened before its bound: {stale}"
+    );
+    assert_eq!(stale["watcher"]["state"], "verified", "{stale}");
+    let notice = conn.wait_seen("the lag notice", |f| {
+        f["type"] == "notice" && f["condition"] == "possibly_stale"
+    });
+    assert!(
+        notice["text"].as_str().is_some_and(
+            |t| t.contains("the watcher has not applied 1 edited file(s) within 1.5 s")
+        ),
+        "{notice} after {edit_state}"
+    );
+    let (fresh, _) = conn.wait_status("fresh");
+    assert!(fresh["stale_since"].is_null(), "{fresh}");
+    assert_eq!(
+        conn.count_seen(|f| f["type"] == "notice" && f["condition"] == "possibly_stale"),
+        1,
+        "one notice for the episode"
+    );
+    assert_eq!(
+        fake.invocations().len(),
+        1,
+        "no sync: the watcher owns freshness"
     );
 }
 
@@ -540,7 +639,8 @@ fn an_edit_during_the_start_up_reconcile_restarts_the_watcher_and_only_its_ready
         before.iter().all(|f| f["status"] != "fresh"),
         "fresh before the restart: {before:?}"
     );
-    assert_eq!(restarting["status"], "possibly_stale", "{restarting}");
+    assert_eq!(restarting["status"], "syncing", "{restarting}");
+    assert!(restarting["stale_since"].is_null(), "{restarting}");
     let (fresh, between) = conn.wait_status("fresh");
     assert!(between.iter().all(|f| f["status"] != "fresh"));
     assert_eq!(fresh["watcher"]["state"], "verified", "{fresh}");
@@ -588,7 +688,8 @@ fn an_edit_of_a_file_cgc_ignores_waits_for_no_watcher() {
     agent_edit(&mut conn, "s1", "vendor/lib.py");
     agent_edit(&mut conn, "s1", "pkg/a.py");
     let state = conn.request(json!({"type": "status"}), 8);
-    assert_eq!(state["status"], "possibly_stale", "{state}");
+    assert_eq!(state["status"], "syncing", "{state}");
+    assert!(state["stale_since"].is_null(), "{state}");
     assert_eq!(state["edit_epoch"].as_u64(), Some(epoch + 1), "{state}");
     assert_eq!(
         state["detail"], "the watcher has not yet applied 1 edited file(s)",
@@ -627,16 +728,16 @@ fn a_shell_command_under_the_watcher_is_compared_with_the_tree_at_its_call() {
     // command would be an edit of anything.
     agent_edit(&mut conn, "s1", "pkg/a.py");
     std::fs::write(ws.join("pkg/a.py"), "a = 2\n").unwrap();
-    conn.wait_status("possibly_stale");
+    conn.wait_status("syncing");
     conn.wait_status("fresh");
     // A command that changes pkg/b.py: that file, and only it, waits.
     conn.send(json!({"type": "tool_call", "session": "s1", "tool": "bash", "paths": []}));
     std::fs::write(ws.join("pkg/b.py"), "b = 22\n").unwrap();
     conn.send(json!({"type": "tool_result", "session": "s1", "tool": "bash", "ok": true}));
-    let (stale, _) = conn.wait_status("possibly_stale");
+    let (applying, _) = conn.wait_status("syncing");
     assert_eq!(
-        stale["detail"], "the watcher has not yet applied 1 edited file(s)",
-        "{stale}"
+        applying["detail"], "the watcher has not yet applied 1 edited file(s)",
+        "{applying}"
     );
     let compared = service.log_events("shell_compared");
     assert_eq!(compared.len(), 1, "{compared:?}");

@@ -10,5 +10,6 @@
 pub mod config;
 pub mod freshness;
 pub mod manifest_diff;
+pub mod read_your_writes;
 pub mod sync_plan;
 pub mod watcher;

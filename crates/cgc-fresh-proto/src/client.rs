@@ -36,11 +36,18 @@ pub enum ClientFrame {
     /// Takes the notices a session's connections have not received
     /// (answered by `notices`); they count as shown from then on.
     TakeNotices(TakeNotices),
+    /// Asks for CGC's MCP tools and its `initialize` result (answered by
+    /// `mcp`); `cgc-fresh mcp` sends it.
+    McpTools,
+    /// Calls one of CGC's MCP tools on the workspace's graph (answered by
+    /// `mcp`, once the graph covers the workspace's edits or the
+    /// read-your-writes bound passed).
+    McpCall(McpCall),
 }
 
 impl ClientFrame {
     /// Every `type` a client frame may have, in declaration order.
-    pub const TYPE_NAMES: [&'static str; 10] = [
+    pub const TYPE_NAMES: [&'static str; 12] = [
         "hello",
         "session_start",
         "tool_call",
@@ -51,6 +58,8 @@ impl ClientFrame {
         "subscribe",
         "config",
         "take_notices",
+        "mcp_tools",
+        "mcp_call",
     ];
 
     /// The frame's `type` on the wire.
@@ -66,6 +75,8 @@ impl ClientFrame {
             ClientFrame::Subscribe => "subscribe",
             ClientFrame::Config => "config",
             ClientFrame::TakeNotices(_) => "take_notices",
+            ClientFrame::McpTools => "mcp_tools",
+            ClientFrame::McpCall(_) => "mcp_call",
         }
     }
 }
@@ -135,4 +146,22 @@ pub struct SessionShutdown {
     /// The harness's reason, free text, if it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// The most bytes an `mcp_call`'s `arguments` may take as compact JSON
+/// (the line itself is bounded by the codec's limit as well).
+pub const MAX_MCP_ARGUMENTS_BYTES: usize = 48 * 1024;
+
+/// `mcp_call{name, arguments}`: MCP's `tools/call` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpCall {
+    /// The tool's name, as CGC's MCP server lists it.
+    pub name: String,
+    /// The tool's arguments (an object; absent means `{}`).
+    #[serde(default = "empty_object")]
+    pub arguments: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
 }

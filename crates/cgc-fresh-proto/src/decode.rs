@@ -115,6 +115,31 @@ fn client_frame_from_payload(
         "subscribe" => ClientFrame::Subscribe,
         "config" => ClientFrame::Config,
         "take_notices" => ClientFrame::TakeNotices(fields(payload)?),
+        "mcp_tools" => ClientFrame::McpTools,
+        "mcp_call" => {
+            let call: crate::client::McpCall = fields(payload)?;
+            if !call.arguments.is_object() {
+                return Err(bad_request(
+                    Some("arguments"),
+                    format!(
+                        "field `arguments` must be an object, not {}",
+                        describe(&call.arguments)
+                    ),
+                ));
+            }
+            if serde_json::to_vec(&call.arguments).map_or(usize::MAX, |bytes| bytes.len())
+                > crate::client::MAX_MCP_ARGUMENTS_BYTES
+            {
+                return Err(bad_request(
+                    Some("arguments"),
+                    format!(
+                        "field `arguments` exceeds {} bytes",
+                        crate::client::MAX_MCP_ARGUMENTS_BYTES
+                    ),
+                ));
+            }
+            ClientFrame::McpCall(call)
+        }
         unknown => {
             return Err(FrameErrorKind::UnknownType {
                 name: unknown.to_owned(),
@@ -138,6 +163,7 @@ fn server_frame_from_payload(
         "error" => ServerFrame::Error(fields(payload)?),
         "config" => ServerFrame::Config(fields(payload)?),
         "notices" => ServerFrame::Notices(fields(payload)?),
+        "mcp" => ServerFrame::Mcp(fields(payload)?),
         unknown => {
             return Err(FrameErrorKind::UnknownType {
                 name: unknown.to_owned(),

@@ -40,6 +40,8 @@
 //! | `subscribe` | — | `ack` with an `id`, then a `state` at once; then every later `state` and `notice` is pushed |
 //! | `config` | — | `config`, always |
 //! | `take_notices` | `session`: string | `notices`, always: the notices offered to the session that no connection of it received, which count as shown from then on (for hooks that run as short processes); `error` `unknown_session` when the session is not live |
+//! | `mcp_tools` | — (`cgc-fresh mcp`) | `mcp`, always: `result` `{tools, initialize}` as CGC's MCP server lists them here |
+//! | `mcp_call` | `name`: string, `arguments`: object (default `{}`, at most [`MAX_MCP_ARGUMENTS_BYTES`]) | `mcp`, always: CGC's answer to that `tools/call`, once the graph covers the edits seen so far or `mcp.readYourWritesMs` passed |
 //!
 //! Requests (`hello`, `status`, `config`, `take_notices`) are always answered. Events (the
 //! other frames) are answered only when they carry an `id`, so a harness can
@@ -60,6 +62,7 @@
 //! | `error` | `code` ([`ErrorCode`]), `message`: string, `field`? (e.g. `session`, `paths[1]`) |
 //! | `config` | `values`: the effective configuration object, `warnings`: array of strings |
 //! | `notices` | `session`: string, `notices`: array of objects with the fields of a `notice` |
+//! | `mcp` | `result`? or `error`?: the member of CGC's own JSON-RPC response to the same MCP request |
 //!
 //! `?` marks a field that is omitted when unknown. A `notice` is for the
 //! person at the harness and must never be put into an agent prompt; its
@@ -130,15 +133,16 @@ mod server;
 pub mod vocab;
 
 pub use client::{
-    ClientFrame, Hello, SessionShutdown, SessionStart, TakeNotices, ToolCall, ToolResult,
+    ClientFrame, Hello, McpCall, SessionShutdown, SessionStart, TakeNotices, ToolCall, ToolResult,
+    MAX_MCP_ARGUMENTS_BYTES,
 };
 pub use codec::{CodecError, FrameCodec, DEFAULT_MAX_LINE_BYTES};
 pub use decode::{decode_client_frame, decode_client_frame_general, decode_server_frame};
 pub use envelope::{encode, encode_client_frame, encode_server_frame, Envelope, Frame, RequestId};
 pub use error::{ErrorCode, FrameError, FrameErrorKind};
 pub use server::{
-    Audience, BackendFacts, ConfigFrame, ErrorFrame, Notice, NoticesFrame, ServerFrame, StateFrame,
-    WatcherFacts, Welcome,
+    Audience, BackendFacts, ConfigFrame, ErrorFrame, McpAnswer, Notice, NoticesFrame, ServerFrame,
+    StateFrame, WatcherFacts, Welcome,
 };
 pub use vocab::{FreshnessStatus, NoticeCondition, NoticeLevel, SessionStartReason};
 

@@ -32,12 +32,14 @@ pub enum ServerFrame {
     Config(ConfigFrame),
     /// Answers `take_notices`.
     Notices(NoticesFrame),
+    /// Answers `mcp_tools` and `mcp_call`.
+    Mcp(McpAnswer),
 }
 
 impl ServerFrame {
     /// Every `type` a server frame may have, in declaration order.
-    pub const TYPE_NAMES: [&'static str; 7] = [
-        "welcome", "state", "notice", "ack", "error", "config", "notices",
+    pub const TYPE_NAMES: [&'static str; 8] = [
+        "welcome", "state", "notice", "ack", "error", "config", "notices", "mcp",
     ];
 
     /// The frame's `type` on the wire.
@@ -50,6 +52,7 @@ impl ServerFrame {
             ServerFrame::Error(_) => "error",
             ServerFrame::Config(_) => "config",
             ServerFrame::Notices(_) => "notices",
+            ServerFrame::Mcp(_) => "mcp",
         }
     }
 }
@@ -203,4 +206,18 @@ pub struct ConfigFrame {
     /// Problems found while loading it (unknown keys, clamped values…).
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// `mcp{result?, error?}`: the `result` or the `error` member of the
+/// JSON-RPC response CGC's own MCP server (`cgc mcp start`) gives to the
+/// same request. For `mcp_tools` the result is `{tools, initialize}`.
+/// Exactly one of the two is present.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpAnswer {
+    /// The JSON-RPC `result` member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// The JSON-RPC `error` member (`code`, `message`, `data`?).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<serde_json::Value>,
 }

@@ -3,10 +3,10 @@
 
 use cgc_fresh_proto::{
     decode_client_frame, decode_server_frame, encode, Audience, BackendFacts, ClientFrame,
-    ConfigFrame, Envelope, ErrorCode, ErrorFrame, FreshnessStatus, Hello, Notice, NoticeCondition,
-    NoticeLevel, NoticesFrame, RequestId, ServerFrame, SessionShutdown, SessionStart,
-    SessionStartReason, StateFrame, TakeNotices, ToolCall, ToolResult, WatcherFacts, Welcome,
-    PROTOCOL_VERSION,
+    ConfigFrame, Envelope, ErrorCode, ErrorFrame, FreshnessStatus, Hello, McpAnswer, McpCall,
+    Notice, NoticeCondition, NoticeLevel, NoticesFrame, RequestId, ServerFrame, SessionShutdown,
+    SessionStart, SessionStartReason, StateFrame, TakeNotices, ToolCall, ToolResult, WatcherFacts,
+    Welcome, PROTOCOL_VERSION,
 };
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
@@ -284,6 +284,15 @@ proptest! {
     }
 
     #[test]
+    fn mcp_frames_round_trip(name in "[a-z_]{1,20}", key in "[a-z]{1,8}", n in any::<u32>(), id in request_id()) {
+        assert_client_round_trip(ClientFrame::McpTools, id.clone())?;
+        let arguments = serde_json::json!({ key.clone(): n });
+        assert_client_round_trip(ClientFrame::McpCall(McpCall { name, arguments }), id.clone())?;
+        let answer = McpAnswer { result: Some(serde_json::json!({ key: n })), error: None };
+        assert_server_round_trip(ServerFrame::Mcp(answer), id)?;
+    }
+
+    #[test]
     fn welcome_round_trips(frame in welcome(), id in request_id()) {
         assert_server_round_trip(frame, id)?;
     }
@@ -334,9 +343,11 @@ fn round_trip_tests_cover_every_type() {
         "subscribe",
         "config",
         "take_notices",
+        "mcp_tools",
+        "mcp_call",
     ];
     let tested_server = [
-        "welcome", "state", "notice", "ack", "error", "config", "notices",
+        "welcome", "state", "notice", "ack", "error", "config", "notices", "mcp",
     ];
     assert_eq!(ClientFrame::TYPE_NAMES, tested_client);
     assert_eq!(ServerFrame::TYPE_NAMES, tested_server);

@@ -817,6 +817,7 @@ STORED_EDGES_MODULE = "incremental-stored-edges.py"
 FALKORDB_INDEX_MODULE = "incremental-falkordb-index.py"
 SELF_CHECK_MODULE = "incremental-self-check.py"
 BACKEND_PIN_MODULE = "incremental-backend-pin.py"
+MCP_TOOLS_MODULE = "incremental-mcp-tools.py"
 
 
 def load_companion(file_name, module_name):
@@ -2248,6 +2249,16 @@ def serve(opts):
         serial = None
         try:
             request = json.loads(line)
+            if isinstance(request, dict) and ("tool" in request or "tools" in request):
+                # An MCP tool list or call (`mcp_tools.py`), answered between syncs.
+                try:
+                    load_companion(MCP_TOOLS_MODULE, "cgc_fresh_mcp_tools").serve_request(
+                        request, lambda repo: open_database(repo, {})[:3], close_database,
+                        lambda data: os.write(REAL_STDOUT, data), Interrupted)
+                except Interrupted as exc:
+                    return 128 + exc.signum
+                release_memory()
+                continue
             if isinstance(request, dict) and request.get("prepare") is True:
                 try:
                     run_prepare(opts)

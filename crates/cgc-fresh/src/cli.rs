@@ -133,6 +133,12 @@ pub enum Command {
         #[command(subcommand)]
         harness: HookHarness,
     },
+    /// Serve CodeGraphContext's MCP tools on stdio, in place of `cgc mcp
+    /// start`: CGC's own tools, answered through this workspace's service
+    /// (started when none runs), so that no process holds the graph's
+    /// database between requests and every sync still runs. Mutating tools
+    /// are refused (see the README). Exits 0 when stdin closes.
+    Mcp,
     /// Print the effective configuration, where each value came from, and warnings.
     Config {
         /// Print as JSON.

@@ -76,6 +76,14 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(code)
         }
         Command::Sync => with_client(&paths, sync),
+        Command::Mcp => {
+            let socket = crate::instance_lock::client_socket(&paths);
+            crate::mcp::run(crate::mcp::target(
+                &paths.workspace,
+                socket,
+                cli.target.socket.clone(),
+            ))
+        }
         Command::Events => with_client(&paths, events),
         Command::Send { frames } => with_client(&paths, |client| send(client, frames)),
         Command::Config { json, config } => {

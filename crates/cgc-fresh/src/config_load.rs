@@ -622,6 +622,12 @@ mod tests {
                 json!(4),
             ),
             (
+                Key::FreshnessWatcherApplyMs,
+                [json!(1), json!(2), json!(3)],
+                "4",
+                json!(4),
+            ),
+            (
                 Key::FreshnessAutoSync,
                 [json!(false), json!(true), json!(false)],
                 "yes",
@@ -714,6 +720,12 @@ mod tests {
                 [json!(2000), json!(3000), json!(4000)],
                 "5000",
                 json!(5000),
+            ),
+            (
+                Key::McpReadYourWritesMs,
+                [json!(0), json!(1000), json!(2000)],
+                "3000",
+                json!(3000),
             ),
             (
                 Key::SupervisorStopGraceMs,

@@ -14,6 +14,7 @@ mod harness;
 mod instance_lock;
 mod logging;
 mod manifest;
+mod mcp;
 mod paths;
 mod process;
 mod real_path;

@@ -156,6 +156,13 @@ settings! {
         /// logged as such and verified later, never early.
         FreshnessWatcherLivenessMs: watcher_liveness_ms = "watcherLivenessMs", u64, default 15_000,
             kind PositiveMillis, env "CGC_FRESHNESS_WATCHER_LIVENESS_MS";
+        /// How long (milliseconds, > 0) an edit may wait for a verified watcher to apply
+        /// it. Meanwhile the state is "syncing" — the watcher is applying it — with no
+        /// stale episode and no notice; "fresh" follows its log line that it applied
+        /// every edited file. An edit it has not applied within this bound makes the
+        /// graph "possibly_stale" since that edit, with the one-time staleness notice.
+        FreshnessWatcherApplyMs: watcher_apply_ms = "watcherApplyMs", u64, default 30_000,
+            kind PositiveMillis, env "CGC_FRESHNESS_WATCHER_APPLY_MS";
         /// Run a background sync when the first edit of a stale episode is observed.
         /// false = only mark the graph possibly stale and wait for a manual sync.
         FreshnessAutoSync: auto_sync = "autoSync", bool, default true,
@@ -280,6 +287,16 @@ settings! {
         /// A longer line gets an error frame and the connection is closed.
         ServiceMaxLineBytes: max_line_bytes = "maxLineBytes", usize, default 65_536,
             kind LineBytes, env "CGC_SERVICE_MAX_LINE_BYTES";
+    }
+    /// The `mcp.*` keys.
+    [mcp] McpSettings {
+        /// Read-your-writes bound for `cgc-fresh mcp` (milliseconds, >= 0): a tool
+        /// call that arrives while the workspace has edits the graph does not cover
+        /// yet (unsettled, unsynced, or a sync under way) waits this long at most for
+        /// the sync that covers them, then is answered from the graph as it is. The
+        /// answer never says which; the wait is logged. 0 = never wait.
+        McpReadYourWritesMs: read_your_writes_ms = "readYourWritesMs", u64, default 3_000,
+            kind Millis, env "CGC_MCP_READ_YOUR_WRITES_MS";
     }
     /// The `supervisor.*` keys.
     [supervisor] SupervisorSettings {

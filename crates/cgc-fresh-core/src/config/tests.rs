@@ -363,6 +363,7 @@ macro_rules! precedence_tests {
 precedence_tests! {
     precedence_freshness_watch: Key::FreshnessWatch, ["on", "auto", "off"], "true" => "on";
     precedence_freshness_watcher_liveness_ms: Key::FreshnessWatcherLivenessMs, [1000, 2000, 3000], "4000" => 4000;
+    precedence_freshness_watcher_apply_ms: Key::FreshnessWatcherApplyMs, [1000, 2000, 3000], "4000" => 4000;
     precedence_freshness_auto_sync: Key::FreshnessAutoSync, [false, true, false], "yes" => true;
     precedence_freshness_max_syncs_per_session: Key::FreshnessMaxSyncsPerSession, [3, 0, 5], "7" => 7;
     precedence_freshness_batch_ms: Key::FreshnessBatchMs, [0, 100, 200], "300" => 300;
@@ -382,6 +383,7 @@ precedence_tests! {
     precedence_lifecycle_auto_create: Key::LifecycleAutoCreate, [true, false, true], "0" => false;
     precedence_service_idle_exit_ms: Key::ServiceIdleExitMs, [1000, 2000, 3000], "0" => 0;
     precedence_service_max_line_bytes: Key::ServiceMaxLineBytes, [2048, 4096, 8192], "16384" => 16384;
+    precedence_mcp_read_your_writes_ms: Key::McpReadYourWritesMs, [0, 1000, 2000], "3000" => 3000;
     precedence_supervisor_stop_grace_ms: Key::SupervisorStopGraceMs, [1000, 2000, 3000], "4000" => 4000;
 }
 
@@ -404,6 +406,12 @@ fn env_var_names_set_exactly_their_keys() {
             "freshness.watcherLivenessMs",
             "999",
             json!(999),
+        ),
+        (
+            "CGC_FRESHNESS_WATCHER_APPLY_MS",
+            "freshness.watcherApplyMs",
+            "998",
+            json!(998),
         ),
         (
             "CGC_FRESHNESS_AUTO_SYNC",
@@ -484,6 +492,12 @@ fn env_var_names_set_exactly_their_keys() {
             "service.maxLineBytes",
             "2048",
             json!(2048),
+        ),
+        (
+            "CGC_MCP_READ_YOUR_WRITES_MS",
+            "mcp.readYourWritesMs",
+            "9",
+            json!(9),
         ),
         (
             "CGC_SUPERVISOR_STOP_GRACE_MS",

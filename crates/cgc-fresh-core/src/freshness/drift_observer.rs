@@ -57,6 +57,10 @@ pub struct DriftObserver {
     /// Edits observed since the watcher was started that it has not
     /// reported applied: while any waits, `fresh` is not claimed.
     awaiting: AwaitingWatcher,
+    /// While the watcher restarts: when the oldest edit its new start-up
+    /// reconcile is to cover began to wait (the bound of
+    /// `freshness.watcherApplyMs` counts from it).
+    restart_covers_since: Option<Millis>,
     now: Millis,
 }
 
@@ -103,6 +107,7 @@ impl DriftObserver {
             flight: FlightSlot::Idle,
             watcher: WatcherSlot::Absent,
             awaiting: AwaitingWatcher::default(),
+            restart_covers_since: None,
             now,
         }
     }
@@ -163,6 +168,7 @@ impl DriftObserver {
         };
         if taken {
             self.restart_watcher_if_due(&mut out);
+            self.open_lag_episode_if_due(&mut out);
         }
         out.push(Envelope::Scheduler(ToScheduler::Readiness {
             gate: self.gate(),
@@ -186,7 +192,10 @@ impl DriftObserver {
             awaiting_answer: self.watcher.is_verifying() || self.probes.is_comparing(),
             watcher_verified: self.watcher.is_verified(),
             watcher_retiring: self.watcher.is_retiring(),
-            restart_due_at: self.watcher_restart_deadline(),
+            observer_due_at: [self.watcher_restart_deadline(), self.watcher_lag_deadline()]
+                .into_iter()
+                .flatten()
+                .min(),
         }
     }
 
@@ -665,8 +674,10 @@ impl DriftObserver {
 
     /// An edit observed while a watcher runs: it waits for the watcher's
     /// word that it was applied. While the watcher is verified the record
-    /// is `possibly_stale` until then (no notice and no sync: the watcher
-    /// applies it within its debounce). Before verification the lazy
+    /// is `syncing` until then — the watcher is applying it: no stale
+    /// episode, no notice and no sync (spec, "Verified watcher owns
+    /// freshness"); only a wait longer than `freshness.watcherApplyMs`
+    /// opens one (`open_lag_episode_if_due`). Before verification the lazy
     /// drift goes on as well; an edit made during CGC's start-up reconcile
     /// (a first start or a restart) may be missed by it (the observer is
     /// scheduled only after the reconcile): it waits as unobserved, which
@@ -674,17 +685,17 @@ impl DriftObserver {
     /// reports that path applied first.
     fn await_watcher(&mut self, target: &EditTarget) {
         let observable = matches!(self.watcher, WatcherSlot::Verified(_));
+        let now = self.now;
         match target {
-            EditTarget::Unknown => self.awaiting.mark_unknown(),
+            EditTarget::Unknown => self.awaiting.mark_unknown(now),
             EditTarget::Paths(paths) => {
                 for path in paths {
-                    self.awaiting.insert(path.clone(), observable);
+                    self.awaiting.insert(path.clone(), observable, now);
                 }
             }
         }
         if self.watcher.is_verified() && !self.awaiting.is_empty() {
-            self.record.status = FreshnessStatus::PossiblyStale;
-            self.record.stale_since.get_or_insert(self.now);
+            self.watcher_applying();
         }
     }
 

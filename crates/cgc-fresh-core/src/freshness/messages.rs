@@ -157,9 +157,10 @@ pub struct Gate {
     /// database): nothing starts until it has exited.
     pub watcher_retiring: bool,
     /// The observer's own time to be woken: when a watcher restart that
-    /// waits for edits to settle may be due. The scheduler keeps the one
-    /// wake-up, so it wakes for this too.
-    pub restart_due_at: Option<Millis>,
+    /// waits for edits to settle may be due, or when the verified
+    /// watcher's wait for an edit reaches `freshness.watcherApplyMs`. The
+    /// scheduler keeps the one wake-up, so it wakes for this too.
+    pub observer_due_at: Option<Millis>,
 }
 
 /// What the notices machine receives.

@@ -70,7 +70,7 @@
 //! | "Watcher start blocked by lock": no spawn, busy notice naming the holder, lazy mode, no `fresh` | `watcher_skipped_busy` |
 //! | "Unindexed workspace stays watcher-free", "Embedded backend never auto-spawns": one-time notice explaining the decline | `watcher_declined` |
 //! | Design §5: death after verification drops to `possibly_stale` at once | `watcher_died`, `watcher_gone`; the scheduler's `WatcherDied` (the follow-up sync and its notice) |
-//! | An edit the watcher's observer can never report (made during its start-up or restart, still being written at spawn, a shell command called before verification, no path named, an ignore file) waits as unobserved: once everything settled the watcher is restarted; after [`MAX_WATCHER_RESTARTS`] in a row it is stopped and lazy mode takes over | `AwaitingWatcher::needs_restart` (`watcher_slot.rs`); `restart_watcher_if_due`, `watcher_caught_up`, `retire_watcher`, `await_if_unseen_by_observer` (`drift_observer/watcher.rs`); `Gate::restart_due_at`, `Gate::watcher_retiring` and `WatcherRetired` in `start_due_sync`/`next_deadline` (`sync_scheduler.rs`) |
+//! | An edit the watcher's observer can never report (made during its start-up or restart, still being written at spawn, a shell command called before verification, no path named, an ignore file) waits as unobserved: once everything settled the watcher is restarted; after [`MAX_WATCHER_RESTARTS`] in a row it is stopped and lazy mode takes over | `AwaitingWatcher::needs_restart` (`watcher_slot.rs`); `restart_watcher_if_due`, `watcher_caught_up`, `retire_watcher`, `await_if_unseen_by_observer` (`drift_observer/watcher.rs`); `Gate::observer_due_at`, `Gate::watcher_retiring` and `WatcherRetired` in `start_due_sync`/`next_deadline` (`sync_scheduler.rs`) |
 //! | Files CGC does not index are no drift (in lazy and watcher mode) | `call_target` (`drift_observer.rs`), `Input::ToolCall::not_indexed` (decided by the shell) |
 //! | The three sub-machines hold the rules whatever order their messages arrive in | `simulation.rs` |
 //!
@@ -79,13 +79,16 @@
 //! - **Who pays.** An automatic sync is paid from the budget of the live
 //!   session whose edit most recently opened or continued the episode. If
 //!   that session ends before the sync is due (or while it runs), the sync
-//!   is dropped (cancelled); the record stays possibly stale, and the next
-//!   session lifetime to start — new, or a restarted service's first — pays
-//!   for it as its first drift, after `batchMs` (so the notice's "a
-//!   background sync follows shortly" comes true). The same holds for an
-//!   edit under an ended session's name and for pending work in a restored
-//!   record. Drift a verified watcher left when it stopped is not such
-//!   drift: the next session's own watcher, or its next drift, covers it.
+//!   is dropped (cancelled) — and a follow-up of a sync it paid for that
+//!   comes after it ended or was detached is not its to pay (the scheduler
+//!   may settle the sync before it hears of the end); the record stays
+//!   possibly stale, and the next session lifetime to start — new, or a
+//!   restarted service's first — pays for it as its first drift, after
+//!   `batchMs` (so the notice's "a background sync follows shortly" comes
+//!   true). The same holds for an edit under an ended session's name and
+//!   for pending work in a restored record. Drift a verified watcher left
+//!   when it stopped is not such drift: the next session's own watcher,
+//!   or its next drift, covers it.
 //! - **Shell commands.** A `freshness.shellTools` call opens a probe; its
 //!   result makes the shell compare the tree with the manifest of the last
 //!   successful sync ([`Effect::ProbeWorkspace`]); changes are an observed

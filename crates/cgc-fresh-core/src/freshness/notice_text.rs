@@ -181,6 +181,17 @@ pub fn watcher_given_up(workspace: &str, reason: &str, sync_follows: bool) -> St
     )
 }
 
+/// The verified watcher has not applied every edit within
+/// `freshness.watcherApplyMs`: a stale episode under the watcher.
+pub fn watcher_lagging(workspace: &str, files: usize, bound_ms: u64) -> String {
+    format!(
+        "The code graph of {workspace} may be stale: the watcher has not applied {files} edited \
+         file(s) within {} s. It is still running; the graph is reported fresh again once it \
+         has applied them.",
+        seconds(bound_ms)
+    )
+}
+
 /// The watcher was not started because another process holds the database.
 pub fn watcher_skipped_busy(workspace: &str, holder: &str) -> String {
     format!(
@@ -188,6 +199,15 @@ pub fn watcher_skipped_busy(workspace: &str, holder: &str) -> String {
          ({}). Edits are synced lazily instead; the watcher is tried again next session.",
         clip(holder)
     )
+}
+
+/// Milliseconds as seconds for people: `30`, `1.5`.
+fn seconds(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        (ms / 1000).to_string()
+    } else {
+        format!("{:.1}", ms as f64 / 1000.0)
+    }
 }
 
 /// `fact` cut to [`MAX_FACT_CHARS`] characters, on one line.

@@ -2,7 +2,8 @@
 //!
 //! The shell builds a [`FreshnessPolicy`] from the effective configuration
 //! (`freshness.autoSync`, `freshness.maxSyncsPerSession`, `freshness.batchMs`,
-//! `freshness.settleMs`, `freshness.modifyingTools`, `freshness.shellTools`)
+//! `freshness.settleMs`, `freshness.minSyncGapMs`, `freshness.watcherApplyMs`,
+//! `freshness.modifyingTools`, `freshness.shellTools`)
 //! plus the canonical workspace root, and hands a new one over on every reload.
 
 /// `freshness.maxSyncsPerSession` default.
@@ -15,6 +16,12 @@ pub const DEFAULT_SETTLE_MS: u64 = 30_000;
 /// least five seconds between the starts of two syncs, so a burst of
 /// follow-ups or retries never runs `cgc` back to back.
 pub const DEFAULT_MIN_SYNC_GAP_MS: u64 = 5_000;
+/// `freshness.watcherApplyMs` default: how long a verified watcher may
+/// take to apply an edit before a stale episode opens. CGC's watcher
+/// waits 2 s after a file's last change (its debounce) and then re-parses
+/// and re-links it; thirty seconds leaves room for a large file on a slow
+/// machine while still telling the person within half a minute.
+pub const DEFAULT_WATCHER_APPLY_MS: u64 = 30_000;
 /// `freshness.shellTools` default.
 pub const DEFAULT_SHELL_TOOLS: [&str; 1] = ["bash"];
 /// `freshness.modifyingTools` default.
@@ -38,6 +45,9 @@ pub struct FreshnessPolicy {
     /// `freshness.minSyncGapMs`: the least time between the starts of two
     /// syncs (automatic or manual, follow-ups and retries included).
     pub min_sync_gap_ms: u64,
+    /// `freshness.watcherApplyMs`: how long an edit may wait for a verified
+    /// watcher to apply it before a stale episode opens.
+    pub watcher_apply_ms: u64,
     /// `freshness.modifyingTools`: tool names whose calls edit files (exact,
     /// case-sensitive match, as the harness reports them).
     pub modifying_tools: Vec<String>,
@@ -61,6 +71,7 @@ impl FreshnessPolicy {
             batch_ms: DEFAULT_BATCH_MS,
             settle_ms: DEFAULT_SETTLE_MS,
             min_sync_gap_ms: DEFAULT_MIN_SYNC_GAP_MS,
+            watcher_apply_ms: DEFAULT_WATCHER_APPLY_MS,
             modifying_tools: DEFAULT_MODIFYING_TOOLS
                 .iter()
                 .map(|tool| tool.to_string())
@@ -97,6 +108,7 @@ mod tests {
         assert_eq!(policy.batch_ms, 500);
         assert_eq!(policy.settle_ms, 30_000);
         assert_eq!(policy.min_sync_gap_ms, 5_000);
+        assert_eq!(policy.watcher_apply_ms, 30_000);
         assert!(policy.is_modifying("edit"));
         assert!(policy.is_modifying("write"));
         assert!(!policy.is_modifying("bash"));

@@ -172,15 +172,24 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
         0..1_500u64,
         1..4_000u64,
         prop_oneof![Just(0u64), 1..6_000u64],
+        1..8_000u64,
     )
         .prop_map(
-            |(auto_sync, max_syncs_per_session, batch_ms, settle_ms, min_sync_gap_ms)| {
+            |(
+                auto_sync,
+                max_syncs_per_session,
+                batch_ms,
+                settle_ms,
+                min_sync_gap_ms,
+                watcher_apply_ms,
+            )| {
                 FreshnessPolicy {
                     auto_sync,
                     max_syncs_per_session,
                     batch_ms,
                     settle_ms,
                     min_sync_gap_ms,
+                    watcher_apply_ms,
                     modifying_tools: vec!["edit".into(), "write".into()],
                     shell_tools: Vec::new(),
                     workspace_root: "/ws".into(),
@@ -601,12 +610,17 @@ impl World {
             // It changes the record and starts nothing of its own; a sync
             // queued earlier that has become due (`minSyncGapMs` passed)
             // may start with it, as with any input — the start itself is
-            // checked below like every other.
+            // checked below like every other; so may a verified watcher's
+            // wait that reached its bound before this input (its notice is
+            // checked below like every other).
+            let lag_due = self.watcher.verified();
             prop_assert!(
-                effects.iter().all(|effect| matches!(
-                    effect,
-                    Effect::RecordChanged | Effect::StartSync { .. }
-                )),
+                effects.iter().all(|effect| match effect {
+                    Effect::RecordChanged | Effect::StartSync { .. } => true,
+                    Effect::Notice { condition, .. } =>
+                        lag_due && *condition == NoticeCondition::PossiblyStale,
+                    _ => false,
+                }),
                 "an ended session's edit may only change the record, got {:?}",
                 effects
             );
@@ -722,11 +736,15 @@ impl World {
                         session
                     );
                     // A stale completion claims nothing; the only notice in its
-                    // step can come from the queued sync it lets go ahead.
+                    // step can come from the queued sync it lets go ahead, or
+                    // from a verified watcher's wait that reached its bound
+                    // while the superseded sync ran.
                     prop_assert!(
                         !expect.drained
                             || *condition == NoticeCondition::BudgetExhausted
-                            || (watcher_decided && *condition == NoticeCondition::WatcherDied),
+                            || (watcher_decided && *condition == NoticeCondition::WatcherDied)
+                            || (self.watcher.verified()
+                                && *condition == NoticeCondition::PossiblyStale),
                         "a stale completion made a {:?} notice",
                         condition
                     );
@@ -770,7 +788,10 @@ impl World {
         // A stale completion changes nothing, but the workspace it frees
         // may let a queued sync start or a waiting watcher restart (or be
         // given up).
-        if expect.drained && !started && !watcher_decided {
+        let lag_opened = self.watcher.verified()
+            && record.status == FreshnessStatus::PossiblyStale
+            && before.status != FreshnessStatus::PossiblyStale;
+        if expect.drained && !started && !watcher_decided && !lag_opened {
             prop_assert_eq!(&record, &before, "a stale completion changed the record");
         }
 
@@ -807,8 +828,23 @@ impl World {
             prop_assert_eq!(record.status, FreshnessStatus::Fresh);
             prop_assert_eq!(record.stale_since, None);
         } else if verified {
-            prop_assert_eq!(record.status, FreshnessStatus::PossiblyStale);
-            prop_assert!(record.stale_since.is_some());
+            // Spec, "Verified watcher owns freshness": an edit the watcher
+            // is applying opens no stale episode (`syncing`); one it has
+            // not applied within `watcherApplyMs` does, dated no later
+            // than the bound before now.
+            match record.status {
+                FreshnessStatus::Syncing => prop_assert_eq!(record.stale_since, None),
+                FreshnessStatus::PossiblyStale => {
+                    let since = record.stale_since.map(Millis::get);
+                    prop_assert!(
+                        since.is_some_and(|since| since + self.policy.watcher_apply_ms <= self.now),
+                        "a stale episode under a verified watcher within its bound: {:?} at {}",
+                        since,
+                        self.now
+                    );
+                }
+                other => prop_assert!(false, "{other:?} while a verified watcher owes an edit"),
+            }
         }
         // The record's watcher facts follow the running watcher.
         self.watcher
@@ -894,6 +930,7 @@ fn a_stale_applied_report_does_not_cover_an_edit_made_during_start_up() {
         batch_ms: 0,
         settle_ms: 1,
         min_sync_gap_ms: 0,
+        watcher_apply_ms: 30_000,
         modifying_tools: vec!["edit".into(), "write".into()],
         shell_tools: Vec::new(),
         workspace_root: "/ws".into(),

@@ -58,6 +58,8 @@ const PATHS: [&[&str]; 3] = [&["src/a.rs"], &["/ws/b.rs"], &[]];
 /// The connection that carries no session: a plain `events` subscriber.
 const SUBSCRIBER: ConnectionId = 99;
 const MIN_SYNC_GAP_MS: u64 = 1_000;
+/// `freshness.watcherApplyMs` in the simulation.
+const WATCHER_APPLY_MS: u64 = 4_000;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -680,6 +682,7 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
                 batch_ms,
                 settle_ms,
                 min_sync_gap_ms: MIN_SYNC_GAP_MS,
+                watcher_apply_ms: WATCHER_APPLY_MS,
                 modifying_tools: vec!["edit".into()],
                 shell_tools: Vec::new(),
                 workspace_root: "/ws".into(),

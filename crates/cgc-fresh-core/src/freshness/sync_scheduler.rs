@@ -224,6 +224,18 @@ impl SyncScheduler {
                 }
             }
             ToScheduler::FollowUp { payer, due_at } => {
+                // The settled sync's payer may have been detached or ended
+                // since the scheduler reported the sync (the observer took
+                // the close first): its work stops, so it pays for no
+                // follow-up — the drift is the next lifetime's, as when its
+                // sync is cancelled (`end_lifetime`).
+                let payer = match payer {
+                    Some(payer) if !self.is_attached(payer) => {
+                        self.unpaid_drift = true;
+                        None
+                    }
+                    payer => payer,
+                };
                 if self.queued.is_none() && self.policy.auto_sync {
                     if let Some(payer) = self.last_editor.or(payer) {
                         self.queued = Some(QueuedSync {
@@ -241,9 +253,9 @@ impl SyncScheduler {
     /// arrives before; `None` while nothing waits on time (idle, a sync is
     /// running — its report will come — or an automatic sync waits for an
     /// answer that will come, or for a watcher being stopped to exit) —
-    /// or the observer's own time to be woken ([`Gate::restart_due_at`]).
+    /// or the observer's own time to be woken ([`Gate::observer_due_at`]).
     pub fn next_deadline(&self) -> Option<Millis> {
-        match (self.gate.restart_due_at, self.sync_deadline()) {
+        match (self.gate.observer_due_at, self.sync_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -301,6 +313,14 @@ impl SyncScheduler {
     #[cfg(test)]
     pub(crate) fn has_budget(&self, lifetime: Lifetime) -> bool {
         self.budgets.contains_key(&lifetime)
+    }
+
+    /// Whether `lifetime` is live and not detached: only such a lifetime
+    /// pays for an automatic sync.
+    fn is_attached(&self, lifetime: Lifetime) -> bool {
+        self.budgets
+            .get(&lifetime)
+            .is_some_and(|budget| budget.attached)
     }
 
     fn queued_automatic(&self) -> bool {
@@ -422,12 +442,12 @@ impl SyncScheduler {
                     return;
                 }
                 let max_syncs = self.policy.max_syncs_per_session;
-                let Some(budget) = self.budgets.get(&payer) else {
+                // Drift this session cannot pay for is the next
+                // lifetime's to sync; a detached lifetime's work stopped.
+                self.unpaid_drift = true;
+                let Some(budget) = self.budgets.get(&payer).filter(|budget| budget.attached) else {
                     return;
                 };
-                // Drift this session cannot pay for is the next
-                // lifetime's to sync.
-                self.unpaid_drift = true;
                 if budget.budget.is_failing() {
                     return;
                 }

@@ -17,6 +17,7 @@ fn policy() -> FreshnessPolicy {
         settle_ms: 30_000,
         // The scenarios below are about other rules; the gap has its own.
         min_sync_gap_ms: 0,
+        watcher_apply_ms: 30_000,
         modifying_tools: vec!["edit".into(), "write".into()],
         shell_tools: vec!["bash".into()],
         workspace_root: ROOT.into(),
@@ -1534,12 +1535,12 @@ fn watcher_keeps_the_graph_current() {
         let effects = bench.at(now).settled_edit("s1", path);
         assert_eq!(started(&effects), None);
         assert!(notices(&effects).is_empty(), "{effects:?}");
+        assert_eq!(bench.status(), FreshnessStatus::Syncing, "after {path}");
         assert_eq!(
-            bench.status(),
-            FreshnessStatus::PossiblyStale,
-            "after {path}"
+            bench.machine.record().stale_since,
+            None,
+            "no stale episode under the watcher"
         );
-        assert_eq!(bench.machine.record().stale_since, Some(Millis(now)));
         let effects = bench
             .at(now + 500)
             .watcher_applied("s1", &format!("{ROOT}/{path}"));
@@ -1599,7 +1600,7 @@ fn verified_watcher_owns_freshness() {
         let effects = bench.at(at).edit(session, "a.rs");
         assert!(notices(&effects).is_empty(), "{effects:?}");
         assert_eq!(started(&effects), None);
-        assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+        assert_eq!(bench.status(), FreshnessStatus::Syncing);
         bench.at(at + 400).watcher_applied("s1", "a.rs");
         assert_eq!(bench.status(), FreshnessStatus::Fresh);
         assert_eq!(bench.machine.record().stale_since, None);
@@ -1949,7 +1950,11 @@ fn verification_drops_a_queued_sync() {
     bench.at(100).watcher_started("s1", WatchMode::On);
     bench.at(200).settled_edit("s1", "a.rs");
     bench.at(1_000).watcher_verified("s1");
-    assert_eq!(bench.machine.next_deadline(), None);
+    // The only deadline: the bound of the wait for the restart that covers a.rs.
+    assert_eq!(
+        bench.machine.next_deadline(),
+        Some(Millis(200 + policy().watcher_apply_ms))
+    );
     assert_eq!(started(&bench.at(90_000).wake()), None);
     assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(0));
 }
@@ -2580,6 +2585,137 @@ fn a_cancelled_sync_of_an_ended_payer_is_the_next_lifetimes_sync() {
     assert_eq!(bench.machine.next_deadline(), Some(Millis(2_500)));
 }
 
+/// The drift observer and the sync scheduler as the service runs them: two
+/// actors with a mailbox each, so a message may reach one after the other
+/// already moved on — which [`Freshness`] (synchronous delivery) never
+/// shows. The notices are left out.
+struct Actors {
+    observer: DriftObserver,
+    scheduler: SyncScheduler,
+    effects: Vec<Effect>,
+}
+
+impl Actors {
+    fn new() -> Self {
+        Actors {
+            observer: DriftObserver::new(policy(), None, Millis(0)),
+            scheduler: SyncScheduler::new(policy(), 0, 0, false, Millis(0)),
+            effects: Vec::new(),
+        }
+    }
+
+    /// Delivers `mail` and everything it leads to, each actor's in the
+    /// order it was sent.
+    fn deliver(&mut self, now: u64, mail: Vec<Envelope>) {
+        let mut mail = std::collections::VecDeque::from(mail);
+        while let Some(envelope) = mail.pop_front() {
+            match envelope {
+                Envelope::Observer(message) => {
+                    mail.extend(self.observer.handle(Millis(now), message));
+                }
+                Envelope::Scheduler(message) => {
+                    mail.extend(self.scheduler.handle(Millis(now), message));
+                }
+                Envelope::Notices(_) => {}
+                Envelope::Shell(effect) => self.effects.push(effect),
+            }
+        }
+    }
+
+    fn input(&mut self, now: u64, input: Input) {
+        self.deliver(now, vec![route(input)]);
+    }
+
+    fn edit(&mut self, now: u64, session: &str, path: &str) {
+        self.input(
+            now,
+            Input::ToolCall {
+                session: session.into(),
+                tool: "edit".into(),
+                paths: vec![path.into()],
+                not_indexed: 0,
+            },
+        );
+        self.input(
+            now + 10,
+            Input::ToolResult {
+                session: session.into(),
+                tool: "edit".into(),
+                ok: true,
+            },
+        );
+    }
+
+    fn started(&mut self) -> Option<(FlightId, Option<SessionKey>)> {
+        self.effects.drain(..).find_map(|effect| match effect {
+            Effect::StartSync {
+                flight, session, ..
+            } => Some((flight, session)),
+            _ => None,
+        })
+    }
+}
+
+#[test]
+fn a_follow_up_settled_after_its_payer_detached_is_not_paid_by_it() {
+    let mut actors = Actors::new();
+    actors.input(
+        0,
+        Input::SessionStarted {
+            session: "s1".into(),
+            instance: "pi-1".into(),
+            reason: SessionStartReason::Startup,
+            connection: Some(1),
+            owner: None,
+        },
+    );
+    let key = actors.observer.current_lifetime("s1").unwrap();
+    actors.edit(100, "s1", "a.rs");
+    actors.input(600, Input::Wake);
+    let (flight, payer) = actors.started().expect("the automatic sync started");
+    assert_eq!(payer.as_ref(), Some(&key));
+    // An edit during the flight: its success cannot claim fresh and asks
+    // for a follow-up.
+    actors.edit(700, "s1", "b.rs");
+    // The runner's report reaches the scheduler, which settles the flight;
+    // before the observer takes that, it takes the close of the session's
+    // only connection (the scheduler learns of it after settling).
+    let settled = actors.scheduler.handle(
+        Millis(800),
+        ToScheduler::Input(Input::SyncFinished {
+            flight,
+            outcome: SyncOutcome::Succeeded,
+        }),
+    );
+    actors.input(810, Input::ConnectionClosed { connection: 1 });
+    assert!(!actors.observer.is_live("s1"));
+    actors.deliver(820, settled);
+    assert_eq!(
+        actors.observer.record().status,
+        FreshnessStatus::PossiblyStale
+    );
+    // A detached lifetime's work stopped: no follow-up is paid by it.
+    assert_eq!(actors.scheduler.next_deadline(), None, "nobody pays");
+    actors.input(5_000, Input::Wake);
+    assert_eq!(actors.started(), None);
+    assert_eq!(actors.scheduler.running_payer(), None);
+    // The drift is the next lifetime's to sync.
+    actors.input(
+        6_000,
+        Input::SessionStarted {
+            session: "s2".into(),
+            instance: "pi-2".into(),
+            reason: SessionStartReason::New,
+            connection: Some(2),
+            owner: None,
+        },
+    );
+    assert_eq!(actors.scheduler.next_deadline(), Some(Millis(6_500)));
+    actors.input(6_500, Input::Wake);
+    let (_, payer) = actors.started().expect("the inherited sync started");
+    assert_eq!(payer, actors.observer.current_lifetime("s2"));
+}
+
 #[test]
 fn a_strategy_fallback_is_said_once_per_session_lifetime() {
     let mut bench = Bench::new();
@@ -2614,7 +2750,7 @@ fn an_edit_under_a_verified_watcher_is_fresh_only_once_the_watcher_applied_it() 
     bench.at(2_000).edit("s1", "a.py");
     bench.at(2_100).edit("s1", "pkg/b.py");
     bench.at(2_150).edit("s1", "README.md"); // not a file CGC parses
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
     assert_eq!(
         bench.machine.state_frame().detail.as_deref(),
         Some("the watcher has not yet applied 2 edited file(s)")
@@ -2634,7 +2770,7 @@ fn an_edit_under_a_verified_watcher_is_fresh_only_once_the_watcher_applied_it() 
     bench
         .at(4_000)
         .watcher_applied("s1", &format!("{ROOT}/a.py"));
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale, "b.py waits");
+    assert_eq!(bench.status(), FreshnessStatus::Syncing, "b.py waits");
     let effects = bench.at(4_100).watcher_applied("s1", "pkg/b.py");
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
     assert!(effects.contains(&Effect::RecordChanged));
@@ -2681,13 +2817,17 @@ fn an_edit_during_the_watchers_start_up_restarts_it_and_the_new_ready_line_claim
     let effects = bench.at(3_000).watcher_verified("s1");
     assert!(bench.machine.watcher_owns_freshness());
     assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
-    assert_eq!(bench.machine.record().stale_since, Some(Millis(500)));
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
+    assert_eq!(bench.machine.record().stale_since, None);
     assert_eq!(bench.watcher_state().as_deref(), Some("restarting"));
-    assert_eq!(bench.machine.next_deadline(), None, "no sync against it");
+    assert_eq!(
+        bench.machine.next_deadline(),
+        Some(Millis(500 + policy().watcher_apply_ms)),
+        "no sync against it, only the bound of its wait"
+    );
     // The old process's word is not the new start-up's.
     assert_eq!(bench.at(3_100).watcher_verified("s1"), []);
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
     let next = WATCHER_PID + 7;
     bench.at(3_400).watcher_restarted("s1", WATCHER_PID, next);
     assert_eq!(
@@ -2712,7 +2852,7 @@ fn a_start_up_edit_still_being_written_delays_the_restart_until_it_settles() {
     bench.at(500).edit("s1", "a.py"); // its result has not come
     let effects = bench.at(3_000).watcher_verified("s1");
     assert_eq!(Bench::restart_asked(&effects), None);
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
     // Woken when the edit counts as settled at the latest.
     assert_eq!(
         bench.machine.next_deadline(),
@@ -2739,7 +2879,7 @@ fn a_restarted_watcher_claims_nothing_before_its_ready_line() {
         pid: next,
         path: "b.py".into(),
     });
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
     bench.at(5_000).watcher_verified_as("s1", next);
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
 }
@@ -2817,7 +2957,7 @@ fn an_ignore_file_edit_under_a_verified_watcher_restarts_it() {
     // CGC's watcher reads its ignore rules once, at start.
     let effects = bench.at(2_000).settled_edit("s1", ".cgcignore");
     assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
 }
 
 #[test]
@@ -2831,7 +2971,7 @@ fn a_pathless_edit_under_a_verified_watcher_restarts_it_once_settled() {
         paths: Vec::new(),
         not_indexed: 0,
     });
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
     let effects = bench.at(2_100).send(Input::ToolResult {
         session: key.name.clone(),
         tool: "write".into(),
@@ -2851,9 +2991,9 @@ fn a_pathless_edit_being_written_keeps_a_verified_watcher_possibly_stale_until_i
         paths: Vec::new(),
         not_indexed: 0,
     });
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
     bench.at(3_000).watcher_applied("s1", "a.py");
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
     // Stopped: lazy mode takes over with the whole workspace pending.
     bench.at(4_000).watcher_stopped("s1");
     assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
@@ -2918,7 +3058,7 @@ fn an_edit_of_only_files_cgc_does_not_index_waits_for_no_watcher() {
     assert_eq!(Bench::restart_asked(&effects), None);
     // A call that named no path at all is another thing: anything.
     bench.at(3_000).edit_with_unindexed(&[], 0);
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
 }
 
 // ---- Shell edits under a watcher -----------------------------------------
@@ -2933,7 +3073,7 @@ fn a_shell_command_under_a_verified_watcher_is_compared_and_fresh_waits_for_its_
     let effects = bench
         .at(2_600)
         .answer(probe, changed(&["pkg/a.py", "notes.md"]));
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
     assert_eq!(started(&effects), None, "the watcher applies it, no sync");
     assert!(notices(&effects).is_empty(), "no staleness notice");
     assert_eq!(Bench::restart_asked(&effects), None, "its observer saw it");
@@ -2956,7 +3096,7 @@ fn an_edit_still_being_written_when_the_watcher_starts_restarts_it_after_verific
     // Its write may have come after the start-up reconcile read a.py.
     let effects = bench.at(3_000).watcher_verified("s1");
     assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
 }
 
 #[test]
@@ -2983,7 +3123,7 @@ fn a_shell_command_called_while_the_watcher_started_up_restarts_it() {
     // Some of its writes came before the observer was scheduled.
     let effects = bench.at(3_600).answer(probe, changed(&["pkg/a.py"]));
     assert_eq!(Bench::restart_asked(&effects), Some(WATCHER_PID));
-    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(bench.status(), FreshnessStatus::Syncing);
 }
 
 // ---- Preparing a sync ahead of its window ----------------------------------

@@ -8,6 +8,7 @@
 use crate::config::WatchMode;
 
 use super::session::Lifetime;
+use super::time::Millis;
 
 /// A watcher process that exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,57 +148,86 @@ pub const IGNORE_FILE_NAMES: [&str; 2] = [".cgcignore", ".gitignore"];
 /// ([`AwaitingWatcher::needs_restart`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct AwaitingWatcher {
-    observed: std::collections::BTreeSet<String>,
-    unobserved: std::collections::BTreeSet<String>,
-    unknown: bool,
+    /// Each waiting path, with when it began to wait (a path edited again
+    /// keeps its first time: the graph has lagged since then).
+    observed: std::collections::BTreeMap<String, Millis>,
+    unobserved: std::collections::BTreeMap<String, Millis>,
+    /// When an edit that named no path began to wait.
+    unknown: Option<Millis>,
 }
 
 impl AwaitingWatcher {
-    /// An edit of `path`; `observable`: the watcher's observer was
+    /// An edit of `path` at `at`; `observable`: the watcher's observer was
     /// scheduled when it was made (the watcher is verified).
-    pub(crate) fn insert(&mut self, path: String, observable: bool) {
+    pub(crate) fn insert(&mut self, path: String, observable: bool, at: Millis) {
         let name = path.rsplit('/').next().unwrap_or(&path);
         if IGNORE_FILE_NAMES.contains(&name) {
-            self.unobserved.insert(path);
+            self.unobserved.entry(path).or_insert(at);
         } else if watcher_applies_to(&path) {
             if observable {
-                self.observed.insert(path);
+                self.observed.entry(path).or_insert(at);
             } else {
-                self.unobserved.insert(path);
+                self.unobserved.entry(path).or_insert(at);
             }
         }
     }
 
-    pub(crate) fn mark_unknown(&mut self) {
-        self.unknown = true;
+    /// An edit at `at` that named no path.
+    pub(crate) fn mark_unknown(&mut self, at: Millis) {
+        self.unknown.get_or_insert(at);
     }
 
     /// The watcher reported `path` applied; whether it was awaited. (An
     /// unobserved edit's file may have changed again since: then the
     /// observer saw it after all.)
     pub(crate) fn applied(&mut self, path: &str) -> bool {
-        let observed = self.observed.remove(path);
-        let unobserved = self.unobserved.remove(path);
+        let observed = self.observed.remove(path).is_some();
+        let unobserved = self.unobserved.remove(path).is_some();
         observed || unobserved
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.observed.is_empty() && self.unobserved.is_empty() && !self.unknown
+        self.observed.is_empty() && self.unobserved.is_empty() && self.unknown.is_none()
     }
 
     /// Whether something waits that only a new start-up reconcile covers.
     pub(crate) fn needs_restart(&self) -> bool {
-        !self.unobserved.is_empty() || self.unknown
+        !self.unobserved.is_empty() || self.unknown.is_some()
     }
 
     /// How many paths wait (an unknown edit counts as one).
     pub(crate) fn len(&self) -> usize {
-        self.observed.union(&self.unobserved).count() + usize::from(self.unknown)
+        self.observed
+            .keys()
+            .chain(
+                self.unobserved
+                    .keys()
+                    .filter(|path| !self.observed.contains_key(*path)),
+            )
+            .count()
+            + usize::from(self.unknown.is_some())
+    }
+
+    /// When the longest wait began: the edit the graph has lagged behind
+    /// the longest.
+    pub(crate) fn oldest(&self) -> Option<Millis> {
+        self.observed
+            .values()
+            .chain(self.unobserved.values())
+            .chain(self.unknown.iter())
+            .min()
+            .copied()
     }
 
     /// What waits, for the lazy path when the watcher is given up: the
     /// paths, or `None` when an edit named none.
-    pub(crate) fn paths(&self) -> Option<impl Iterator<Item = &String>> {
-        (!self.unknown).then(|| self.observed.union(&self.unobserved))
+    pub(crate) fn paths(&self) -> Option<Vec<&String>> {
+        if self.unknown.is_some() {
+            return None;
+        }
+        let mut paths: Vec<&String> = self.observed.keys().chain(self.unobserved.keys()).collect();
+        paths.sort();
+        paths.dedup();
+        Some(paths)
     }
 }

@@ -575,7 +575,11 @@ fn batch_with_prefix(
 /// waited for.
 /// A second service for the workspace refuses to start, so a race between
 /// two hooks is harmless.
-fn autostart(binary: &Path, workspace: &Path, socket: Option<&Path>) -> std::io::Result<u32> {
+pub(crate) fn autostart(
+    binary: &Path,
+    workspace: &Path,
+    socket: Option<&Path>,
+) -> std::io::Result<u32> {
     let mut cmd = Command::new(binary);
     cmd.arg("serve")
         .arg("--workspace")

@@ -25,6 +25,7 @@ use cgc_fresh_core::freshness::{
     TreeChanges, WatcherDecline, MAX_LIVE_SESSIONS,
 };
 use cgc_fresh_core::manifest_diff::changed_paths;
+use cgc_fresh_core::read_your_writes::{edits_pending, read_your_writes, ReadDecision};
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
     ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, RequestId, ServerFrame, StateFrame,
@@ -32,6 +33,7 @@ use cgc_fresh_proto::{
 };
 
 use super::backend_detector::{BackendDetector, DetectorSettings, ForgetBackend};
+use super::mcp_route::{McpAsk, McpRequest};
 use super::messages::{
     ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, NoticesMail,
     ObserverMail, Outlet, SchedulerMail, Shutdown, ShutdownReason,
@@ -128,6 +130,11 @@ pub struct DriftObserverActor {
     watch_reference: Option<WatchReference>,
     /// Probes waiting for a comparison, and whether one runs.
     probes_waiting: Vec<ProbeId>,
+    /// MCP tool calls waiting for the graph to cover the edits seen
+    /// (read-your-writes, `cgc_fresh_core::read_your_writes`), and the
+    /// clock their times are read on.
+    mcp_waiting: Vec<WaitingMcpCall>,
+    mcp_clock: std::time::Instant,
     comparing: bool,
     home: PathBuf,
 }
@@ -188,6 +195,7 @@ fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
         batch_ms: settings.freshness.batch_ms,
         settle_ms: settings.freshness.settle_ms,
         min_sync_gap_ms: settings.freshness.min_sync_gap_ms,
+        watcher_apply_ms: settings.freshness.watcher_apply_ms,
         modifying_tools: settings.freshness.modifying_tools.clone(),
         shell_tools: settings.freshness.shell_tools.clone(),
         workspace_root: workspace.display().to_string(),
@@ -254,6 +262,8 @@ impl DriftObserverActor {
             index_rules: None,
             watch_reference: None,
             probes_waiting: Vec::new(),
+            mcp_waiting: Vec::new(),
+            mcp_clock: std::time::Instant::now(),
             comparing: false,
             home: crate::paths::home_dir(),
         }
@@ -589,7 +599,10 @@ impl DriftObserverActor {
     fn schedule_state_flush(&mut self, ctx: &mut Context<Self>) {
         if self.state_dirty && !self.flush_scheduled {
             self.flush_scheduled = true;
-            ctx.spawn(actix::fut::ready(()).map(|_, act: &mut Self, _| act.flush_state()));
+            ctx.spawn(actix::fut::ready(()).map(|_, act: &mut Self, ctx| {
+                act.flush_state();
+                act.release_mcp_calls(ctx);
+            }));
         }
     }
 
@@ -1010,6 +1023,25 @@ impl Handler<FromClient> for DriftObserverActor {
                 reply(&reply_to, id, ServerFrame::State(self.state_frame()))
             }
             ClientFrame::Config => reply(&reply_to, id, ServerFrame::Config(self.config_frame())),
+            ClientFrame::McpTools => {
+                tracing::info!(component = COMPONENT, event = "mcp_tools_requested", conn);
+                self.forward_mcp(McpAsk::Tools, reply_to, id);
+            }
+            ClientFrame::McpCall(call) => {
+                let arrived_ms = self.mcp_now_ms();
+                tracing::info!(component = COMPONENT, event = "mcp_call_received", conn, tool = %call.name);
+                self.mcp_waiting.push(WaitingMcpCall {
+                    ask: McpAsk::Call {
+                        name: call.name,
+                        arguments: call.arguments,
+                    },
+                    reply_to,
+                    id,
+                    arrived_ms,
+                    deadline_set: false,
+                });
+                self.release_mcp_calls(ctx);
+            }
             ClientFrame::Subscribe => {
                 self.flush_mail();
                 if let Some(notices) = &self.notices {
@@ -1155,7 +1187,98 @@ impl Handler<FromClient> for DriftObserverActor {
     }
 }
 
+/// An MCP tool call held for read-your-writes.
+struct WaitingMcpCall {
+    ask: McpAsk,
+    reply_to: Outlet,
+    id: Option<RequestId>,
+    arrived_ms: u64,
+    /// A wake-up at its deadline is scheduled.
+    deadline_set: bool,
+}
+
 impl DriftObserverActor {
+    fn mcp_now_ms(&self) -> u64 {
+        self.mcp_clock.elapsed().as_millis() as u64
+    }
+
+    /// Hands an MCP request to the runner, which owns the worker that
+    /// answers it; without one, an error answers it.
+    fn forward_mcp(&self, ask: McpAsk, reply_to: Outlet, id: Option<RequestId>) {
+        match &self.runner {
+            Some(runner) => runner.do_send(McpRequest { ask, reply_to, id }),
+            None => reply(
+                &reply_to,
+                id,
+                ServerFrame::Mcp(super::mcp_route::internal_error(
+                    "the service is not ready to answer MCP requests",
+                )),
+            ),
+        }
+    }
+
+    /// Passes on every waiting MCP call the read-your-writes rule lets go
+    /// now (the graph covers the edits seen, or its bound passed), logging
+    /// each wait; the others are asked again at their deadline or at the
+    /// next change of the state.
+    fn release_mcp_calls(&mut self, ctx: &mut Context<Self>) {
+        if self.mcp_waiting.is_empty() {
+            return;
+        }
+        let frame = self.state_frame();
+        let edits_pending = edits_pending(frame.status, frame.stale_since);
+        let bound_ms = self.config.settings.mcp.read_your_writes_ms;
+        let now_ms = self.mcp_now_ms();
+        let mut keep = Vec::new();
+        for mut call in std::mem::take(&mut self.mcp_waiting) {
+            if !call.reply_to.is_open() {
+                tracing::info!(
+                    component = COMPONENT,
+                    event = "mcp_call_dropped",
+                    conn = call.reply_to.conn,
+                    tool = call.ask.tool(),
+                    reason = "its connection closed"
+                );
+                continue;
+            }
+            match read_your_writes(edits_pending, call.arrived_ms, now_ms, bound_ms) {
+                ReadDecision::Answer {
+                    waited_ms,
+                    caught_up,
+                } => {
+                    tracing::info!(
+                        component = COMPONENT,
+                        event = "mcp_read_your_writes",
+                        conn = call.reply_to.conn,
+                        tool = call.ask.tool(),
+                        waited_ms,
+                        caught_up,
+                        bound_ms
+                    );
+                    self.forward_mcp(call.ask, call.reply_to, call.id);
+                }
+                ReadDecision::Wait { until_ms } => {
+                    if !call.deadline_set {
+                        call.deadline_set = true;
+                        tracing::info!(
+                            component = COMPONENT,
+                            event = "mcp_call_waits",
+                            conn = call.reply_to.conn,
+                            tool = call.ask.tool(),
+                            bound_ms,
+                            reason = "edits the graph does not cover yet"
+                        );
+                        let after =
+                            std::time::Duration::from_millis(until_ms.saturating_sub(now_ms));
+                        ctx.run_later(after, |act, ctx| act.release_mcp_calls(ctx));
+                    }
+                    keep.push(call);
+                }
+            }
+        }
+        self.mcp_waiting = keep;
+    }
+
     /// Drops the paths inside the workspace that CGC does not index (by
     /// the manifest's rules, `manifest::IndexRules`): an edit of such a
     /// file leaves the graph as it is, in lazy and watcher mode alike.

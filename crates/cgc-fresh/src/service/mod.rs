@@ -29,6 +29,7 @@ mod drift_observer;
 mod hub;
 mod last_resort;
 mod listener;
+mod mcp_route;
 mod messages;
 mod notices;
 mod outbox;

@@ -32,6 +32,10 @@ use cgc_fresh_core::sync_plan::{
     DRIVER_EXIT_UNSUPPORTED,
 };
 
+use super::mcp_route::{
+    internal_error, Assembled, Assembler, McpRequest, CHUNK_PREFIX, MCP_TOOLS_MODULE,
+    MCP_TOOLS_MODULE_FILE,
+};
 use crate::process::busy::find_lock_holder;
 use crate::process::cgc_markers::{
     is_watch_ready_line, is_watch_stopping_line, output_has_backend_fallback, output_has_lock_error,
@@ -264,7 +268,38 @@ pub struct SyncRunner {
     /// Workers let go whose exit is still to come (not a run's news).
     retired_workers: BTreeSet<u64>,
     next_serial: u64,
+    /// MCP requests (`cgc-fresh mcp`) waiting for the worker: answered
+    /// between syncs, one at a time, each behind at most the running sync.
+    mcp_queue: std::collections::VecDeque<McpRequest>,
+    /// The MCP request the worker is answering.
+    mcp_active: Option<ActiveMcp>,
+    /// A sync the machine decided while an MCP request was being answered:
+    /// it starts once the answer is out (the worker is the database's one
+    /// owner; a sync started meanwhile would find it holding the lock).
+    deferred_sync: Option<RunSync>,
+    me: Option<Addr<SyncRunner>>,
 }
+
+/// How many MCP requests may wait for the worker at once; more are
+/// refused with an error answer (a client flooding the socket costs no
+/// memory beyond this).
+const MAX_QUEUED_MCP_REQUESTS: usize = 64;
+
+/// The MCP request being answered.
+struct ActiveMcp {
+    request: McpRequest,
+    serial: u64,
+    /// The worker asked (`None` while one is being started for it).
+    worker: Option<u64>,
+    assembler: Assembler,
+    timer: Option<SpawnHandle>,
+    started: std::time::Instant,
+}
+
+/// Look at the MCP queue (something that held it back ended).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct PumpMcp;
 
 /// The incremental driver as a long-lived child: CGC stays imported and
 /// the parse cache warm between syncs; it opens the database only while it
@@ -299,6 +334,10 @@ impl SyncRunner {
             worker: None,
             retired_workers: BTreeSet::new(),
             next_serial: 0,
+            mcp_queue: std::collections::VecDeque::new(),
+            mcp_active: None,
+            deferred_sync: None,
+            me: None,
             probe: None,
             must_reconcile: None,
             workspace,
@@ -314,7 +353,16 @@ impl SyncRunner {
 
     fn report(&self, flight: FlightId, event: SyncEvent) {
         tracing::info!(component = COMPONENT, event = "sync_report", flight = flight.0, report = ?event);
+        let ended = matches!(
+            event,
+            SyncEvent::Busy { .. } | SyncEvent::Declined { .. } | SyncEvent::Finished(_)
+        );
         self.report_to.do_send(SyncReport { flight, event });
+        if ended {
+            if let Some(me) = &self.me {
+                me.do_send(PumpMcp);
+            }
+        }
     }
 
     /// The process holding CGC's database, if any (see `process::busy`).
@@ -581,6 +629,7 @@ impl SyncRunner {
         let index_module = self.driver_path.with_file_name(FALKORDB_INDEX_MODULE_FILE);
         let check_module = self.driver_path.with_file_name(SELF_CHECK_MODULE_FILE);
         let pin_module = self.driver_path.with_file_name(BACKEND_PIN_MODULE_FILE);
+        let mcp_module = self.driver_path.with_file_name(MCP_TOOLS_MODULE_FILE);
         for (path, text) in [
             (&self.driver_path, INCREMENTAL_DRIVER),
             (&cache_module, PARSE_CACHE_MODULE),
@@ -589,6 +638,7 @@ impl SyncRunner {
             (&index_module, FALKORDB_INDEX_MODULE),
             (&check_module, SELF_CHECK_MODULE),
             (&pin_module, BACKEND_PIN_MODULE),
+            (&mcp_module, MCP_TOOLS_MODULE),
         ] {
             crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())
@@ -1155,11 +1205,276 @@ fn declined_reason(workspace: &Path) -> String {
 
 impl Actor for SyncRunner {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.me = Some(ctx.address());
+    }
+}
+
+// ---- MCP requests (`cgc-fresh mcp`) ------------------------------------------
+
+impl SyncRunner {
+    /// Starts the next MCP request when nothing holds the worker: no sync
+    /// runs, no other request is answered. A sync deferred behind the last
+    /// answer goes first.
+    fn pump_mcp(&mut self, ctx: &mut Context<Self>) {
+        if self.run.is_some() || self.mcp_active.is_some() {
+            return;
+        }
+        if let Some(sync) = self.deferred_sync.take() {
+            tracing::info!(
+                component = COMPONENT,
+                event = "deferred_sync_started",
+                flight = sync.flight.0
+            );
+            self.run_sync(sync, ctx);
+            if self.run.is_some() {
+                return;
+            }
+        }
+        let Some(request) = self.mcp_queue.pop_front() else {
+            return;
+        };
+        if !request.reply_to.is_open() {
+            tracing::info!(
+                component = COMPONENT,
+                event = "mcp_request_dropped",
+                tool = request.ask.tool(),
+                reason = "its connection closed"
+            );
+            ctx.notify(PumpMcp);
+            return;
+        }
+        self.next_serial += 1;
+        let serial = self.next_serial;
+        let timeout = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);
+        let timer = ctx.run_later(timeout, move |act, ctx| act.mcp_timed_out(serial, ctx));
+        tracing::info!(
+            component = COMPONENT,
+            event = "mcp_request_started",
+            serial,
+            tool = request.ask.tool(),
+            worker = self.worker.map(|w| w.pid)
+        );
+        let line = request.ask.worker_line(serial);
+        self.mcp_active = Some(ActiveMcp {
+            request,
+            serial,
+            worker: None,
+            assembler: Assembler::default(),
+            timer: Some(timer),
+            started: std::time::Instant::now(),
+        });
+        if self.worker.is_some_and(|w| w.stale) {
+            self.drop_worker("the cgc settings changed");
+        }
+        if let Some(worker) = self.worker {
+            if let Some(active) = self.mcp_active.as_mut() {
+                active.worker = Some(worker.id);
+            }
+            self.write_to_worker(worker.id, line, ctx);
+            return;
+        }
+        match self.driver_command() {
+            Ok((program, argv)) => self.spawn_mcp_worker(program, argv, serial, line, ctx),
+            Err(reason) => self.finish_mcp(
+                internal_error(format!("{DRIVER_UNAVAILABLE}: {reason}")),
+                ctx,
+            ),
+        }
+    }
+
+    /// Starts a worker for MCP request `serial` (none runs) and sends it
+    /// `line` once it exists.
+    fn spawn_mcp_worker(
+        &mut self,
+        program: PathBuf,
+        mut argv: Vec<String>,
+        serial: u64,
+        line: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(script) = argv.pop() else { return };
+        let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
+        argv.extend(worker_argv(
+            &script,
+            &self.settings.cgc.global_args,
+            &cache.display().to_string(),
+            WORKER_IDLE_EXIT,
+        ));
+        let request = self.supervisor.send(SpawnChild {
+            program,
+            args: argv,
+            env_set: vec![("ENABLE_AUTO_WATCH".to_string(), "false".to_string())],
+            kind: ChildKind::Worker,
+            session: None,
+            requester: ctx.address().recipient(),
+            piped_stdin: true,
+        });
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let started = match result {
+                Ok(Ok(started)) => started,
+                Ok(Err(error)) => {
+                    act.finish_mcp(
+                        internal_error(format!("cannot start the worker: {error}")),
+                        ctx,
+                    );
+                    return;
+                }
+                Err(mailbox) => {
+                    act.finish_mcp(
+                        internal_error(format!("cannot start the worker: {mailbox}")),
+                        ctx,
+                    );
+                    return;
+                }
+            };
+            act.worker = Some(Worker {
+                id: started.id,
+                pid: started.pid as u32,
+                stale: false,
+            });
+            tracing::info!(
+                component = COMPONENT,
+                event = "driver_worker_started",
+                id = started.id,
+                pid = started.pid,
+                for_request = "mcp"
+            );
+            // Answered meanwhile (out of time): the worker waits for the
+            // next request like any other.
+            if let Some(active) = act.mcp_active.as_mut().filter(|a| a.serial == serial) {
+                active.worker = Some(started.id);
+                act.write_to_worker(started.id, line, ctx);
+            }
+        }));
+    }
+
+    /// A line of worker `id`: a chunk of the current MCP answer. Returns
+    /// whether it was one (nothing else is done with it).
+    fn mcp_line(&mut self, id: u64, text: &str, ctx: &mut Context<Self>) -> bool {
+        let Some(rest) = text.strip_prefix(CHUNK_PREFIX) else {
+            return false;
+        };
+        let Some(active) = self.mcp_active.as_mut().filter(|a| a.worker == Some(id)) else {
+            return true;
+        };
+        match active.assembler.push(active.serial, rest) {
+            Ok(Assembled::Partial) | Ok(Assembled::Other) => {}
+            Ok(Assembled::Done(answer)) => self.finish_mcp(answer, ctx),
+            Err(error) => {
+                tracing::warn!(component = COMPONENT, event = "mcp_answer_unreadable", id, error = %error);
+                self.drop_worker("its MCP answer could not be read");
+                self.finish_mcp(internal_error(error.to_string()), ctx);
+            }
+        }
+        true
+    }
+
+    /// Sends the current MCP request its answer; the queue moves on.
+    fn finish_mcp(&mut self, answer: cgc_fresh_proto::McpAnswer, ctx: &mut Context<Self>) {
+        let Some(active) = self.mcp_active.take() else {
+            return;
+        };
+        if let Some(timer) = active.timer {
+            ctx.cancel_future(timer);
+        }
+        tracing::info!(
+            component = COMPONENT,
+            event = "mcp_answered",
+            serial = active.serial,
+            tool = active.request.ask.tool(),
+            ok = answer.error.is_none(),
+            elapsed_ms = active.started.elapsed().as_millis() as u64
+        );
+        active
+            .request
+            .reply_to
+            .reply(&cgc_fresh_proto::Envelope::with_id(
+                active.request.id,
+                cgc_fresh_proto::ServerFrame::Mcp(answer),
+            ));
+        ctx.notify(PumpMcp);
+    }
+
+    fn mcp_timed_out(&mut self, serial: u64, ctx: &mut Context<Self>) {
+        let Some(active) = self.mcp_active.as_mut().filter(|a| a.serial == serial) else {
+            return;
+        };
+        active.timer = None;
+        tracing::warn!(
+            component = COMPONENT,
+            event = "mcp_timeout",
+            serial,
+            tool = active.request.ask.tool()
+        );
+        self.drop_worker("an MCP request ran out of time");
+        let bound = self.settings.cgc.maintenance_timeout_ms;
+        self.finish_mcp(
+            internal_error(format!("CodeGraphContext did not answer within {bound} ms")),
+            ctx,
+        );
+    }
+}
+
+impl Handler<McpRequest> for SyncRunner {
+    type Result = ();
+    fn handle(&mut self, msg: McpRequest, ctx: &mut Self::Context) {
+        if self.mcp_queue.len() >= MAX_QUEUED_MCP_REQUESTS {
+            // Bounded memory whatever a client sends: the request is
+            // answered at once, nothing is kept.
+            tracing::warn!(
+                component = COMPONENT,
+                event = "mcp_request_refused",
+                tool = msg.ask.tool(),
+                reason = "queue full",
+                queued = self.mcp_queue.len()
+            );
+            msg.reply_to.reply(&cgc_fresh_proto::Envelope::with_id(
+                msg.id,
+                cgc_fresh_proto::ServerFrame::Mcp(internal_error(format!(
+                    "{MAX_QUEUED_MCP_REQUESTS} requests already wait for the graph; try again"
+                ))),
+            ));
+            return;
+        }
+        tracing::info!(
+            component = COMPONENT,
+            event = "mcp_request_queued",
+            tool = msg.ask.tool(),
+            behind_sync = self.run.is_some(),
+            queued = self.mcp_queue.len()
+        );
+        self.mcp_queue.push_back(msg);
+        self.pump_mcp(ctx);
+    }
+}
+
+impl Handler<PumpMcp> for SyncRunner {
+    type Result = ();
+    fn handle(&mut self, _: PumpMcp, ctx: &mut Self::Context) {
+        self.pump_mcp(ctx);
+    }
 }
 
 impl Handler<RunSync> for SyncRunner {
     type Result = ();
     fn handle(&mut self, msg: RunSync, ctx: &mut Self::Context) {
+        if self.mcp_active.is_some() && self.deferred_sync.is_none() && self.run.is_none() {
+            tracing::info!(
+                component = COMPONENT,
+                event = "sync_deferred_behind_mcp",
+                flight = msg.flight.0
+            );
+            self.deferred_sync = Some(msg);
+            return;
+        }
+        self.run_sync(msg, ctx);
+    }
+}
+
+impl SyncRunner {
+    fn run_sync(&mut self, msg: RunSync, ctx: &mut Context<Self>) {
         if let Some(current) = &self.run {
             // The machine keeps one flight at a time; a second is a bug there.
             tracing::error!(
@@ -1236,6 +1551,9 @@ impl Handler<ChildEvent> for SyncRunner {
     fn handle(&mut self, msg: ChildEvent, ctx: &mut Self::Context) {
         match msg {
             ChildEvent::Line { id, text, .. } => {
+                if self.mcp_line(id, &text, ctx) {
+                    return;
+                }
                 let Some(run) = self.run.as_mut() else { return };
                 let current = run.phase.child();
                 if current.is_some_and(|c| c != id) {
@@ -1315,6 +1633,17 @@ impl Handler<ChildEvent> for SyncRunner {
                 output_tail,
                 during_shutdown,
             } => {
+                if self
+                    .mcp_active
+                    .as_ref()
+                    .is_some_and(|a| a.worker == Some(id))
+                {
+                    tracing::warn!(component = COMPONENT, event = "mcp_worker_exited", id, pid, status = %status);
+                    self.finish_mcp(
+                        internal_error(format!("the worker ended ({status}) before it answered")),
+                        ctx,
+                    );
+                }
                 if self.retired_workers.remove(&id) {
                     tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, retired = true);
                     return;

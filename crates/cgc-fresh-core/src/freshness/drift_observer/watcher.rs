@@ -75,11 +75,12 @@ impl DriftObserver {
                 };
                 self.watcher = WatcherSlot::Verifying(watcher);
                 self.awaiting = AwaitingWatcher::default();
+                self.restart_covers_since = None;
                 if self.edits.has_unsettled() {
                     // An edit still being written may land after the
                     // start-up reconcile read its file: only a later
                     // start-up covers it.
-                    self.awaiting.mark_unknown();
+                    self.awaiting.mark_unknown(now);
                 }
                 self.record.watcher = Some(facts(mode, state::VERIFYING, Some(pid), now));
                 true
@@ -154,6 +155,7 @@ impl DriftObserver {
                 let was_verified = self.watcher.is_verified();
                 self.watcher = WatcherSlot::Absent;
                 self.awaiting = AwaitingWatcher::default();
+                self.restart_covers_since = None;
                 if was_verified {
                     self.watcher_died(watcher, &error, out);
                 } else {
@@ -241,18 +243,20 @@ impl DriftObserver {
     /// graph between states) and its outcome no longer counts. The record
     /// is `fresh` unless an edit made while it started up has not been
     /// reported applied: the reconcile may have read that file before the
-    /// edit, and the observer was not yet scheduled to see it; it stays
-    /// `possibly_stale` until the watcher reports every such path.
+    /// edit, and the observer was not yet scheduled to see it: the
+    /// watcher is applying it (`syncing`, no stale episode) until it
+    /// reports every such path — by a restart when it cannot see them.
     fn watcher_verified(&mut self, watcher: RunningWatcher, out: &mut Vec<Envelope>) {
         let now = self.now;
         self.watcher = WatcherSlot::Verified(watcher);
         self.record.watcher = Some(facts(watcher.mode, state::VERIFIED, Some(watcher.pid), now));
+        // The lazy episode is over either way (its notices are forgotten
+        // below): the watcher covers what waits.
+        self.record.stale_since = None;
         if self.awaiting.is_empty() {
             self.record.status = FreshnessStatus::Fresh;
-            self.record.stale_since = None;
         } else {
-            self.record.status = FreshnessStatus::PossiblyStale;
-            self.record.stale_since.get_or_insert(now);
+            self.watcher_applying();
         }
         self.record.last_error = None;
         self.pending = PendingPaths::new();
@@ -353,6 +357,7 @@ impl DriftObserver {
         let was_verified = self.watcher.is_verified();
         self.watcher = WatcherSlot::Absent;
         self.awaiting = AwaitingWatcher::default();
+        self.restart_covers_since = None;
         self.record.watcher = None;
         if was_verified {
             self.record.status = FreshnessStatus::PossiblyStale;
@@ -376,10 +381,10 @@ impl DriftObserver {
             ..watcher
         };
         self.watcher = WatcherSlot::Verified(watcher);
+        self.restart_covers_since = None;
         self.record.watcher = Some(facts(watcher.mode, state::VERIFIED, Some(watcher.pid), now));
         if self.awaiting.is_empty() {
-            self.record.status = FreshnessStatus::Fresh;
-            self.record.stale_since = None;
+            self.close_watcher_wait();
             self.record.last_error = None;
         }
     }
@@ -417,7 +422,13 @@ impl DriftObserver {
             ..watcher
         };
         // Everything that waits was written before the new process
-        // starts: its start-up reconcile reads it.
+        // starts: its start-up reconcile reads it. The wait goes on from
+        // the oldest of those edits.
+        self.restart_covers_since = [self.restart_covers_since, self.awaiting.oldest()]
+            .into_iter()
+            .flatten()
+            .min()
+            .or(Some(now));
         self.awaiting = AwaitingWatcher::default();
         self.watcher = WatcherSlot::Restarting(watcher);
         self.record.watcher = Some(facts(
@@ -426,8 +437,7 @@ impl DriftObserver {
             Some(watcher.pid),
             now,
         ));
-        self.record.status = FreshnessStatus::PossiblyStale;
-        self.record.stale_since.get_or_insert(now);
+        self.watcher_applying();
         out.push(Envelope::Shell(Effect::RestartWatcher {
             session,
             pid: watcher.pid,
@@ -446,6 +456,7 @@ impl DriftObserver {
     ) {
         let now = self.now;
         self.watcher = WatcherSlot::Retiring(watcher);
+        self.restart_covers_since = None;
         self.record.watcher = Some(facts(watcher.mode, state::STOPPING, Some(watcher.pid), now));
         let reason = format!(
             "edits kept arriving while it started up (restarted {} times in a row)",
@@ -503,10 +514,10 @@ impl DriftObserver {
             return;
         }
         match target {
-            EditTarget::Unknown => self.awaiting.mark_unknown(),
+            EditTarget::Unknown => self.awaiting.mark_unknown(self.now),
             EditTarget::Paths(paths) => {
                 for path in paths {
-                    self.awaiting.insert(path.clone(), false);
+                    self.awaiting.insert(path.clone(), false, self.now);
                 }
             }
         }
@@ -524,10 +535,76 @@ impl DriftObserver {
         }
         // Not while restarting: only the new ready line may claim.
         if matches!(self.watcher, WatcherSlot::Verified(_)) && self.awaiting.is_empty() {
-            self.record.status = FreshnessStatus::Fresh;
-            self.record.stale_since = None;
+            self.close_watcher_wait();
         }
         true
+    }
+
+    /// The verified watcher is applying edits (they wait for its word):
+    /// `syncing`, with no stale episode — unless one is open already,
+    /// because the watcher took longer than `freshness.watcherApplyMs`.
+    pub(super) fn watcher_applying(&mut self) {
+        if self.record.stale_since.is_none() {
+            self.record.status = FreshnessStatus::Syncing;
+        }
+    }
+
+    /// Nothing waits for the verified watcher any more: `fresh`, and a
+    /// stale episode its lag had opened is over.
+    fn close_watcher_wait(&mut self) {
+        self.record.status = FreshnessStatus::Fresh;
+        self.record.stale_since = None;
+    }
+
+    /// When the verified watcher's oldest wait began: an edit it has not
+    /// applied yet, or one its restart is to cover.
+    fn watcher_wait_began(&self) -> Option<Millis> {
+        match self.watcher {
+            WatcherSlot::Verified(_) => self.awaiting.oldest(),
+            WatcherSlot::Restarting(_) => [self.restart_covers_since, self.awaiting.oldest()]
+                .into_iter()
+                .flatten()
+                .min(),
+            WatcherSlot::Absent | WatcherSlot::Verifying(_) | WatcherSlot::Retiring(_) => None,
+        }
+    }
+
+    /// When the verified watcher's wait opens a stale episode if it has
+    /// not ended: `freshness.watcherApplyMs` after it began. `None` while
+    /// nothing waits or an episode is open already, and while a sync the
+    /// watcher superseded still runs (its end is reported by itself, and
+    /// the bound is checked then).
+    pub(super) fn watcher_lag_deadline(&self) -> Option<Millis> {
+        if self.record.stale_since.is_some() || !self.flight.is_idle() {
+            return None;
+        }
+        self.watcher_wait_began()
+            .map(|began| began.plus(self.policy.watcher_apply_ms))
+    }
+
+    /// Spec, "Verified watcher owns freshness", read with honesty: an edit
+    /// the watcher is applying opens no stale episode, but one it has not
+    /// applied within `freshness.watcherApplyMs` does — `possibly_stale`
+    /// since that edit, with the one-time staleness notice to every live
+    /// session. The watcher keeps owning freshness (no lazy sync could take
+    /// an embedded database from it); its report that it applied the
+    /// edits ends the episode. Run after every message the observer took.
+    pub(super) fn open_lag_episode_if_due(&mut self, out: &mut Vec<Envelope>) {
+        let Some(due) = self.watcher_lag_deadline() else {
+            return;
+        };
+        if due > self.now {
+            return;
+        }
+        let began = self.watcher_wait_began().unwrap_or(self.now);
+        self.record.status = FreshnessStatus::PossiblyStale;
+        self.record.stale_since = Some(began);
+        let text = notice_text::watcher_lagging(
+            &self.policy.workspace_root,
+            self.awaiting.len().max(1),
+            self.policy.watcher_apply_ms,
+        );
+        offer_to_all(NoticeCondition::PossiblyStale, text, out);
     }
 }
 

@@ -1,0 +1,176 @@
+"""CGC's MCP tools, answered by the incremental driver's worker.
+
+`cgc-fresh mcp` offers the agent CGC's own MCP tools (names, input
+schemas, result shapes) while no process holds the embedded database
+between requests: the service hands each tool call to the workspace's
+worker (`incremental.py`'s `serve`), which opens the database for the
+call alone, runs CGC's own handler, closes it, and answers with what
+`cgc mcp start` would have put in its JSON-RPC response.
+
+Requests (one stdin line of the worker each, dispatched by `serve`):
+- `{"serial": N, "tools": "list"}`: the tools `cgc mcp start` lists here
+  and its `initialize` result;
+- `{"serial": N, "tool": {"name": NAME, "arguments": {...}}}`: one call.
+
+The answer is `{"serial": N, "mcp": {"result": ...}}` or
+`{"serial": N, "mcp": {"error": {...}}}`: the `result` or `error` member
+of `cgc mcp start`'s response to the same request. It is printed as
+numbered chunk lines (`CHUNK_PREFIX`), each a JSON string holding a piece
+of the answer's ASCII JSON text: at most twice `CHUNK_CHARS` once
+escaped, far below the service's 8 KiB line capture limit.
+
+Every use of CGC's internals is in the seam below (`Cgc0613`).
+"""
+
+import asyncio
+import json
+import os
+
+CHUNK_PREFIX = "CGC_FRESH_MCP "
+# Characters of the answer's JSON text per chunk line.
+CHUNK_CHARS = 2048
+
+# Tools that change the graph, the watcher set or the context: refused in
+# this slice, each with what to use instead (README, "cgc-fresh mcp").
+REFUSED = {
+    "add_code_to_graph": "cgc-fresh keeps this workspace's graph in sync itself; to index another "
+                         "directory, run `cgc index <path>` in a terminal",
+    "add_package_to_graph": "run `cgc add-package <name> <language>` in a terminal",
+    "delete_repository": "run `cgc delete <path>` in a terminal",
+    "watch_directory": "cgc-fresh already keeps this workspace's graph fresh; "
+                       "to watch another directory run `cgc watch <path>` in a terminal",
+    "unwatch_directory": "cgc-fresh keeps this workspace's graph fresh; stop the workspace's "
+                         "`cgc-fresh serve` if you do not want that",
+    "load_bundle": "run `cgc load <bundle>` in a terminal",
+    "switch_context": "run `cgc-fresh mcp --workspace <dir>` for the other workspace instead",
+}
+
+
+class Cgc0613:
+    """The seam: everything taken from CodeGraphContext 0.6.13's MCP server
+    (`codegraphcontext/server.py`, `tool_definitions.py`). A CGC upgrade is
+    checked here first."""
+
+    def __init__(self):
+        from codegraphcontext import server
+
+        self.server = server
+
+    def shell(self, cwd, db_manager=None, code_finder=None, graph_builder=None):
+        """An `MCPServer` without its `__init__` (which opens the database
+        and keeps it): the attributes its tool methods read, with the
+        database the worker opened for this call."""
+        from pathlib import Path
+
+        srv = self.server.MCPServer.__new__(self.server.MCPServer)
+        srv.cwd = Path(cwd).resolve()
+        srv.discovered_child_contexts = []
+        srv._context_note_pending = False
+        srv.disabled_tools = set()
+        srv.db_manager = db_manager
+        srv.code_finder = code_finder
+        srv.graph_builder = graph_builder
+        srv.loop = None
+        srv.job_manager = None
+        srv.code_watcher = None
+        srv._init_tools()  # TOOLS minus `<cwd>/mcp.json`'s disabledTools
+        return srv
+
+    def tools(self, srv):
+        return list(srv.tools.values())
+
+    def initialize_result(self, srv):
+        """`_run_loop`'s answer to `initialize`."""
+        from codegraphcontext.prompts import LLM_SYSTEM_PROMPT, build_system_prompt
+
+        return {
+            "protocolVersion": "2025-03-26",
+            "serverInfo": {
+                "name": "CodeGraphContext",
+                "version": srv._get_version(),
+                "systemPrompt": build_system_prompt(),
+                "instructionsAvailable": True,
+            },
+            "capabilities": {"tools": {"listTools": True}},
+            "instructions": LLM_SYSTEM_PROMPT,
+        }
+
+    def call(self, srv, name, arguments):
+        """`_run_loop`'s `tools/call` branch: the JSON-RPC `result` or
+        `error` member."""
+        result = asyncio.run(srv.handle_tool_call(name, arguments))
+        result = self.server._strip_workspace_prefix(result)
+        if "error" in result:
+            return {"error": {"code": -32000, "message": "Tool execution error", "data": result}}
+        text = self.server.encode_response(result)
+        text = self.server._apply_response_token_limit(name, text)
+        return {"result": {"content": [{"type": "text", "text": text}]}}
+
+
+def is_request(request):
+    """Whether a worker request line is one of this module's."""
+    return isinstance(request, dict) and ("tool" in request or "tools" in request)
+
+
+def answer(request, open_database, close_database, repo):
+    """The `mcp` member answering `request` (see the module's text).
+    `open_database(repo)` → (db_manager, graph_builder, finder) opened the
+    way the worker's syncs open it; `close_database(db_manager)` closes it."""
+    if request.get("tools") == "list":
+        cgc = Cgc0613()
+        srv = cgc.shell(repo)
+        return {"result": {"tools": cgc.tools(srv), "initialize": cgc.initialize_result(srv)}}
+    call = request.get("tool")
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        return {"error": {"code": -32602, "message": "Invalid params: tools/call needs a tool name"}}
+    name = call["name"]
+    arguments = call.get("arguments")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return {"error": {"code": -32602, "message": "Invalid params: arguments must be an object"}}
+    if name in REFUSED:
+        return {"error": {"code": -32000, "message": "Tool execution error", "data": {
+            "error": f"Tool '{name}' is not offered through cgc-fresh mcp: it would change the graph "
+                     f"or what keeps it fresh. Instead, {REFUSED[name]}."}}}
+    cgc = Cgc0613()
+    srv = cgc.shell(repo)
+    if name not in srv.tools and name not in srv.disabled_tools:
+        # What CGC's own routing answers, without opening the database.
+        return {"error": {"code": -32000, "message": "Tool execution error",
+                          "data": {"error": f"Unknown tool: {name}"}}}
+    db_manager, graph_builder, finder = open_database(repo)
+    try:
+        srv = cgc.shell(repo, db_manager=db_manager, code_finder=finder, graph_builder=graph_builder)
+        return cgc.call(srv, name, arguments)
+    finally:
+        close_database(db_manager)
+
+
+def emit_chunks(write, serial, member):
+    """Prints `{"serial", "mcp": member}` as chunk lines through `write`
+    (bytes → None)."""
+    data = json.dumps({"serial": serial, "mcp": member}, ensure_ascii=True)
+    parts = max(1, (len(data) + CHUNK_CHARS - 1) // CHUNK_CHARS)
+    for index in range(parts):
+        piece = data[index * CHUNK_CHARS:(index + 1) * CHUNK_CHARS]
+        line = {"serial": serial, "part": index, "parts": parts, "data": piece}
+        write((CHUNK_PREFIX + json.dumps(line) + "\n").encode("ascii"))
+
+
+def serve_request(request, open_database, close_database, write, passthrough):
+    """One request of `serve`: answered, whatever happens (a failure of
+    CGC's handler is a JSON-RPC internal error, as `cgc mcp start` makes
+    it), except the `passthrough` exception (the worker was told to
+    stop). Returns nothing; the worker goes on serving."""
+    serial = request.get("serial")
+    repo = os.getcwd()
+    try:
+        member = answer(request, open_database, close_database, repo)
+    except passthrough:
+        raise
+    except SystemExit as exc:  # CGC's typer.Exit on a database error
+        member = {"error": {"code": -32603, "message": f"Internal error: CodeGraphContext exited with {exc.code}"}}
+    except Exception as exc:  # noqa: BLE001 - answered, never silent
+        member = {"error": {"code": -32603, "message": f"Internal error: {exc}"}}
+    emit_chunks(write, serial, member)
