@@ -1030,6 +1030,25 @@ impl Handler<FromClient> for DriftObserverActor {
             ClientFrame::McpCall(call) => {
                 let arrived_ms = self.mcp_now_ms();
                 tracing::info!(component = COMPONENT, event = "mcp_call_received", conn, tool = %call.name);
+                if self.mcp_waiting.len() >= super::mcp_route::MAX_WAITING_MCP_REQUESTS {
+                    // Bounded memory whatever a client sends: answered at
+                    // once, nothing kept.
+                    tracing::warn!(
+                        component = COMPONENT,
+                        event = "mcp_call_refused",
+                        conn,
+                        reason = "too many waiting"
+                    );
+                    reply(
+                        &reply_to,
+                        id,
+                        ServerFrame::Mcp(super::mcp_route::internal_error(format!(
+                            "{} requests already wait for the graph; try again",
+                            super::mcp_route::MAX_WAITING_MCP_REQUESTS
+                        ))),
+                    );
+                    return;
+                }
                 self.mcp_waiting.push(WaitingMcpCall {
                     ask: McpAsk::Call {
                         name: call.name,

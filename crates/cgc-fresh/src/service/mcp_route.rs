@@ -10,6 +10,12 @@ use serde_json::{json, Value};
 
 use super::messages::Outlet;
 
+/// How many MCP requests may wait at once, in the observer (for
+/// read-your-writes) and again in the runner (for the worker); more are
+/// answered with an error at once, so a client flooding the socket costs
+/// no memory beyond this.
+pub const MAX_WAITING_MCP_REQUESTS: usize = 64;
+
 /// How a chunk line of the worker's answer begins (`CHUNK_PREFIX` in
 /// `driver/mcp_tools.py`).
 pub const CHUNK_PREFIX: &str = "CGC_FRESH_MCP ";

@@ -33,8 +33,8 @@ use cgc_fresh_core::sync_plan::{
 };
 
 use super::mcp_route::{
-    internal_error, Assembled, Assembler, McpRequest, CHUNK_PREFIX, MCP_TOOLS_MODULE,
-    MCP_TOOLS_MODULE_FILE,
+    internal_error, Assembled, Assembler, McpRequest, CHUNK_PREFIX, MAX_WAITING_MCP_REQUESTS,
+    MCP_TOOLS_MODULE, MCP_TOOLS_MODULE_FILE,
 };
 use crate::process::busy::find_lock_holder;
 use crate::process::cgc_markers::{
@@ -279,11 +279,6 @@ pub struct SyncRunner {
     deferred_sync: Option<RunSync>,
     me: Option<Addr<SyncRunner>>,
 }
-
-/// How many MCP requests may wait for the worker at once; more are
-/// refused with an error answer (a client flooding the socket costs no
-/// memory beyond this).
-const MAX_QUEUED_MCP_REQUESTS: usize = 64;
 
 /// The MCP request being answered.
 struct ActiveMcp {
@@ -1420,7 +1415,7 @@ impl SyncRunner {
 impl Handler<McpRequest> for SyncRunner {
     type Result = ();
     fn handle(&mut self, msg: McpRequest, ctx: &mut Self::Context) {
-        if self.mcp_queue.len() >= MAX_QUEUED_MCP_REQUESTS {
+        if self.mcp_queue.len() >= MAX_WAITING_MCP_REQUESTS {
             // Bounded memory whatever a client sends: the request is
             // answered at once, nothing is kept.
             tracing::warn!(
@@ -1433,7 +1428,7 @@ impl Handler<McpRequest> for SyncRunner {
             msg.reply_to.reply(&cgc_fresh_proto::Envelope::with_id(
                 msg.id,
                 cgc_fresh_proto::ServerFrame::Mcp(internal_error(format!(
-                    "{MAX_QUEUED_MCP_REQUESTS} requests already wait for the graph; try again"
+                    "{MAX_WAITING_MCP_REQUESTS} requests already wait for the graph; try again"
                 ))),
             ));
             return;
