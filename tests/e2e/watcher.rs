@@ -472,10 +472,7 @@ fn an_edit_is_fresh_only_once_the_watcher_logs_it_applied() {
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let ws = std::fs::canonicalize(sandbox.workspace()).unwrap();
-    let applied = format!(
-        "2026-12-01 20:26:55,734 - INFO - codegraphcontext.utils.debug_log - [INCREMENTAL] Done. Graph refresh for {}/pkg/a.py complete! ✅",
-        ws.display()
-    );
+    let applied = applied_line(&ws, "pkg/a.py");
     let fake = FakeCgc::new(
         &sandbox,
         json!({"watch": {"steps": [{"stdout": [{"cgc": "ready"}]}, {"sleep_ms": 5000}, {"stderr": [applied]}, {"hang": true}]}}),
@@ -515,6 +512,15 @@ fn an_edit_is_fresh_only_once_the_watcher_logs_it_applied() {
     assert!(applied_at.is_some(), "{reports:?}");
 }
 
+/// CGC's log line that its watcher applied `path` (relative to `ws`), as
+/// CGC 0.6.13 writes it.
+fn applied_line(ws: &std::path::Path, path: &str) -> String {
+    format!(
+        "2026-12-01 20:26:55,734 - INFO - codegraphcontext.utils.debug_log - [INCREMENTAL] Done. Graph refresh for {}/{path} complete! ✅",
+        ws.display()
+    )
+}
+
 /// Now, in unix milliseconds (the unit of `stale_since`).
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -532,10 +538,7 @@ fn a_watcher_that_does_not_apply_an_edit_within_its_bound_opens_one_stale_episod
     let sandbox = Sandbox::new();
     sandbox.mark_indexed();
     let ws = std::fs::canonicalize(sandbox.workspace()).unwrap();
-    let applied = format!(
-        "2026-12-01 20:26:55,734 - INFO - codegraphcontext.utils.debug_log - [INCREMENTAL] Done. Graph refresh for {}/pkg/a.py complete! ✅",
-        ws.display()
-    );
+    let applied = applied_line(&ws, "pkg/a.py");
     let fake = FakeCgc::new(
         &sandbox,
         json!({"watch": {"steps": [{"stdout": [{"cgc": "ready"}]}, {"sleep_ms": 6000}, {"stderr": [applied]}, {"hang": true}]}}),
@@ -705,12 +708,7 @@ fn a_shell_command_under_the_watcher_is_compared_with_the_tree_at_its_call() {
     std::fs::create_dir_all(ws.join("pkg")).unwrap();
     std::fs::write(ws.join("pkg/a.py"), "a = 1\n").unwrap();
     std::fs::write(ws.join("pkg/b.py"), "b = 1\n").unwrap();
-    let applied = |path: &str| {
-        format!(
-            "2026-12-01 20:26:55,734 - INFO - codegraphcontext.utils.debug_log - [INCREMENTAL] Done. Graph refresh for {}/{path} complete! ✅",
-            ws.display()
-        )
-    };
+    let applied = |path: &str| applied_line(&ws, path);
     let fake = FakeCgc::new(
         &sandbox,
         json!({"watch": {"steps": [
