@@ -239,6 +239,53 @@ fn a_real_watcher_holding_the_database_makes_the_sync_skip_as_busy_naming_it() {
 }
 
 #[test]
+fn cgcs_own_mcp_server_holding_the_database_gets_a_busy_notice_that_says_what_to_use_instead() {
+    let Some(cgc) = real_cgc() else { return };
+    let project = Project::new(cgc);
+    // `cgc mcp start` as an agent runs it: stdin kept open, one answered
+    // query so the database is open (and locked) before the edit.
+    let mut server = crate::support::KilledOnDrop(
+        project
+            .cgc_cmd(&["mcp", "start"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap());
+    let query = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "execute_cypher_query",
+        "arguments": {"cypher_query": "MATCH (f:Function) RETURN count(f) AS n"}}});
+    std::io::Write::write_all(&mut stdin, format!("{query}\n").as_bytes()).unwrap();
+    let mut line = String::new();
+    while !line.contains("\"id\":1") && !line.contains("\"id\": 1") {
+        line.clear();
+        let read = std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert!(read > 0, "cgc mcp start ended early");
+    }
+    assert!(line.contains("result"), "{line}");
+
+    let service = project.service(&[]);
+    let mut conn = harness(&service);
+    agent_edit(&mut conn, "edit", "pkg/alpha.py", || {});
+    conn.wait_status("skipped_busy");
+    let notice = conn.wait_seen("busy notice", |f| f["condition"] == "sync_skipped_busy");
+    let text = notice["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("pid {}", server.id())),
+        "the notice names CGC's MCP server: {text}"
+    );
+    assert!(text.contains("mcp start"), "{text}");
+    assert!(
+        text.contains("configure `cgc-fresh mcp` in its place"),
+        "the notice says what to use instead: {text}"
+    );
+    drop(stdin);
+}
+
+#[test]
 fn the_index_strategy_is_reported_not_applied_never_fresh() {
     let Some(cgc) = real_cgc() else { return };
     let project = Project::new(cgc);

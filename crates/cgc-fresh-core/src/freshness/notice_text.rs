@@ -67,8 +67,9 @@ pub fn strategy_fell_back(workspace: &str, reason: &str) -> String {
 pub fn sync_skipped_busy(workspace: &str, holder: &str) -> String {
     format!(
         "Sync of {workspace} skipped: the graph database is held by another process ({}). \
-         Nothing was indexed and the graph may be stale; once it is free, {SYNC_HINT}.",
-        clip(holder)
+         Nothing was indexed and the graph may be stale; once it is free, {SYNC_HINT}.{}",
+        clip(holder),
+        mcp_server_hint(holder)
     )
 }
 
@@ -196,9 +197,39 @@ pub fn watcher_lagging(workspace: &str, files: usize, bound_ms: u64) -> String {
 pub fn watcher_skipped_busy(workspace: &str, holder: &str) -> String {
     format!(
         "No watcher was started for {workspace}: the graph database is held by another process \
-         ({}). Edits are synced lazily instead; the watcher is tried again next session.",
-        clip(holder)
+         ({}). Edits are synced lazily instead; the watcher is tried again next session.{}",
+        clip(holder),
+        mcp_server_hint(holder)
     )
+}
+
+/// What to do when the holder is CGC's own MCP server: it holds the
+/// embedded database for its whole life, so every sync of the session
+/// would be skipped — waiting does not help, replacing it does.
+fn mcp_server_hint(holder: &str) -> &'static str {
+    if is_cgc_mcp_server(holder) {
+        " That process is CGC's MCP server, which holds the database for as long as it runs: \
+         configure `cgc-fresh mcp` in its place (the same tools, without holding the database; \
+         `cgc-fresh install --harness claude-code` does it for Claude Code)."
+    } else {
+        ""
+    }
+}
+
+/// Whether a holder description (`pid 7: /venv/bin/python /venv/bin/cgc
+/// mcp start`) is CGC's MCP server: a `cgc` or `codegraphcontext`
+/// program word followed, later on the line, by the words `mcp start`.
+pub fn is_cgc_mcp_server(holder: &str) -> bool {
+    let words: Vec<&str> = holder.split_whitespace().collect();
+    let Some(program) = words.iter().position(|word| {
+        let name = word.rsplit('/').next().unwrap_or(word);
+        matches!(name, "cgc" | "codegraphcontext")
+    }) else {
+        return false;
+    };
+    words[program + 1..]
+        .windows(2)
+        .any(|pair| pair == ["mcp", "start"])
 }
 
 /// Milliseconds as seconds for people: `30`, `1.5`.
@@ -287,6 +318,36 @@ mod tests {
         assert!(texts[4].contains("background sync follows"));
         assert!(watcher_died("/w", "x", false).contains("No automatic sync follows"));
         assert!(texts[5].contains("pid 7: cgc mcp start"));
+        assert!(texts[5].contains("`cgc-fresh mcp`"), "{}", texts[5]);
+    }
+
+    #[test]
+    fn a_busy_text_about_cgcs_mcp_server_says_what_to_use_instead() {
+        let holder = "pid 7: /opt/venv/bin/python3 /opt/venv/bin/cgc mcp start";
+        let text = sync_skipped_busy("/w", holder);
+        assert!(
+            text.contains("configure `cgc-fresh mcp` in its place"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cgc-fresh install --harness claude-code"),
+            "{text}"
+        );
+        for other in [
+            "pid 7: cgc watch .",
+            "pid 7: /opt/venv/bin/cgc index .",
+            "pid 7: my-mcp start cgc",
+            "pid 7: [cgc]",
+            "pid 7",
+        ] {
+            assert!(!is_cgc_mcp_server(other), "{other}");
+            assert!(
+                !sync_skipped_busy("/w", other).contains("cgc-fresh mcp"),
+                "{other}"
+            );
+        }
+        assert!(is_cgc_mcp_server("pid 9: codegraphcontext mcp start"));
+        assert!(is_cgc_mcp_server("pid 9: cgc --database kuzudb mcp start"));
     }
 
     #[test]
