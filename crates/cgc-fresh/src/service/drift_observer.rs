@@ -134,6 +134,9 @@ pub struct DriftObserverActor {
     /// (read-your-writes, `cgc_fresh_core::read_your_writes`), and the
     /// clock their times are read on.
     mcp_waiting: Vec<WaitingMcpCall>,
+    /// The last sync that succeeded: the one a waiting MCP call caught up
+    /// with, named in its log line.
+    last_synced: Option<FlightId>,
     mcp_clock: std::time::Instant,
     comparing: bool,
     home: PathBuf,
@@ -263,6 +266,7 @@ impl DriftObserverActor {
             watch_reference: None,
             probes_waiting: Vec::new(),
             mcp_waiting: Vec::new(),
+            last_synced: None,
             mcp_clock: std::time::Instant::now(),
             comparing: false,
             home: crate::paths::home_dir(),
@@ -738,6 +742,9 @@ impl DriftObserverActor {
     /// A sync ended: its snapshot becomes the manifest if it succeeded
     /// (now, or when the walk is done), else it is dropped.
     fn sync_ended(&mut self, flight: FlightId, succeeded: bool) {
+        if succeeded {
+            self.last_synced = Some(flight);
+        }
         let Some(snapshot) = self.snapshot.as_mut().filter(|s| s.flight == flight) else {
             return;
         };
@@ -1272,7 +1279,10 @@ impl DriftObserverActor {
                         tool = call.ask.tool(),
                         waited_ms,
                         caught_up,
-                        bound_ms
+                        bound_ms,
+                        // The sync the answer reflects (the last one that
+                        // succeeded when the call was released).
+                        sync = self.last_synced.map(|f| f.0)
                     );
                     self.forward_mcp(call.ask, call.reply_to, call.id);
                 }

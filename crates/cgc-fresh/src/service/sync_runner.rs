@@ -748,8 +748,17 @@ impl SyncRunner {
 
     /// Starts a worker from the driver's command; the current run's
     /// request goes once the spawn reply names it.
-    fn spawn_worker(&mut self, program: PathBuf, mut argv: Vec<String>, ctx: &mut Context<Self>) {
-        let Some(script) = argv.pop() else { return };
+    fn spawn_worker(&mut self, program: PathBuf, argv: Vec<String>, ctx: &mut Context<Self>) {
+        let Some(argv) = self.worker_spawn_argv(argv) else {
+            return;
+        };
+        self.spawn_program(program, argv, ChildKind::Worker, ctx);
+    }
+
+    /// The driver command's argument vector (its last word the script)
+    /// turned into the worker's: the same for a sync and an MCP request.
+    fn worker_spawn_argv(&self, mut argv: Vec<String>) -> Option<Vec<String>> {
+        let script = argv.pop()?;
         let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
         argv.extend(worker_argv(
             &script,
@@ -757,7 +766,7 @@ impl SyncRunner {
             &cache.display().to_string(),
             WORKER_IDLE_EXIT,
         ));
-        self.spawn_program(program, argv, ChildKind::Worker, ctx);
+        Some(argv)
     }
 
     /// The worker the current run asked exited (`code`) without answering:
@@ -1284,19 +1293,14 @@ impl SyncRunner {
     fn spawn_mcp_worker(
         &mut self,
         program: PathBuf,
-        mut argv: Vec<String>,
+        argv: Vec<String>,
         serial: u64,
         line: String,
         ctx: &mut Context<Self>,
     ) {
-        let Some(script) = argv.pop() else { return };
-        let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
-        argv.extend(worker_argv(
-            &script,
-            &self.settings.cgc.global_args,
-            &cache.display().to_string(),
-            WORKER_IDLE_EXIT,
-        ));
+        let Some(argv) = self.worker_spawn_argv(argv) else {
+            return;
+        };
         let request = self.supervisor.send(SpawnChild {
             program,
             args: argv,
