@@ -2,7 +2,8 @@
 //! Claude Code runs a command hook (one JSON payload on standard input,
 //! `CLAUDE_PID` and `CLAUDE_PROJECT_DIR` in the environment, awaited, its
 //! standard output read), `status --line`, and `install --harness
-//! claude-code` on a settings file that holds the person's own hooks.
+//! claude-code` on a settings file that holds the person's own hooks and
+//! a `.mcp.json` that holds the person's own MCP servers.
 //!
 //! The last tests drive the real, pinned Claude Code CLI
 //! (`scripts/install-claude-code.sh`, `$CGC_FRESH_CLAUDE_CODE`) offline
@@ -10,7 +11,10 @@
 //! (`tests/support/fake_anthropic.py`), with the real pinned `cgc`
 //! (`$CGC_FRESH_REAL_CGC`). Without those variables they say so and return —
 //! unless `CGC_FRESH_REQUIRE_CLAUDE_CODE` / `CGC_FRESH_REQUIRE_REAL_CGC` is
-//! set (the test script sets both), in which case that is a failure.
+//! set (the test script sets both), in which case that is a failure. The
+//! project is installed as a person installs it, so those sessions also
+//! run the `cgc-fresh mcp` server of the project's `.mcp.json`; in `-p`
+//! mode the pinned Claude Code uses a project's servers without asking.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -606,6 +610,17 @@ fn users_settings() -> Value {
     })
 }
 
+/// The person's own `.mcp.json`: another server, and the `cgc mcp start`
+/// entry `cgc mcp setup` writes.
+fn users_mcp_json() -> Value {
+    json!({
+        "mcpServers": {
+            "notes": {"command": "npx", "args": ["-y", "notes-mcp"]},
+            "CodeGraphContext": {"command": "/usr/local/bin/cgc", "args": ["mcp", "start"]}
+        }
+    })
+}
+
 fn cli(sandbox: &Sandbox, args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut cmd = sandbox.command();
     cmd.args(args);
@@ -624,19 +639,49 @@ fn install_and_uninstall_merge_into_and_out_of_settings_with_the_users_own_hooks
     fs::create_dir_all(settings.parent().expect("dir")).expect("mkdir");
     let original = serde_json::to_string_pretty(&users_settings()).expect("json");
     fs::write(&settings, &original).expect("settings");
+    let mcp_json = sandbox.workspace().join(".mcp.json");
+    let original_mcp = serde_json::to_string_pretty(&users_mcp_json()).expect("json");
+    fs::write(&mcp_json, &original_mcp).expect(".mcp.json");
 
     let dry = cli(
         &sandbox,
         &["install", "--harness", "claude-code", "--dry-run"],
         &[],
     );
-    assert!(String::from_utf8_lossy(&dry.stdout).contains("would write"));
+    let dry_text = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry_text.contains(&format!("would write {}", settings.display())));
+    assert!(dry_text.contains(&format!("would write {}", mcp_json.display())));
     assert_eq!(fs::read_to_string(&settings).expect("read"), original);
+    assert_eq!(fs::read_to_string(&mcp_json).expect("read"), original_mcp);
 
-    cli(&sandbox, &["install", "--harness", "claude-code"], &[]);
+    let first = cli(&sandbox, &["install", "--harness", "claude-code"], &[]);
     let installed_text = fs::read_to_string(&settings).expect("read");
     let installed: Value = serde_json::from_str(&installed_text).expect("json");
     let bin = fs::canonicalize(BIN).expect("bin");
+    // `.mcp.json`: the person's servers as they were, ours added after
+    // them; the `cgc mcp start` entry stays, and install names it.
+    let workspace = fs::canonicalize(sandbox.workspace()).expect("workspace");
+    let mcp_installed_text = fs::read_to_string(&mcp_json).expect("read");
+    let mcp_installed: Value = serde_json::from_str(&mcp_installed_text).expect("json");
+    let mut expected_mcp = users_mcp_json();
+    expected_mcp["mcpServers"]["cgc-fresh"] = json!({
+        "type": "stdio",
+        "command": bin,
+        "args": ["mcp", "--workspace", workspace],
+    });
+    assert_eq!(mcp_installed, expected_mcp);
+    let names: Vec<&String> = mcp_installed["mcpServers"]
+        .as_object()
+        .expect("object")
+        .keys()
+        .collect();
+    assert_eq!(names, ["notes", "CodeGraphContext", "cgc-fresh"]);
+    let said = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        said.contains("note: `CodeGraphContext` in .mcp.json runs `cgc mcp start`")
+            && said.contains("claude mcp remove --scope project CodeGraphContext"),
+        "{said}"
+    );
     let hook_command = format!("{} hook claude-code", bin.display());
     for event in [
         "SessionStart",
@@ -675,19 +720,67 @@ fn install_and_uninstall_merge_into_and_out_of_settings_with_the_users_own_hooks
     let again = cli(&sandbox, &["install", "--harness", "claude-code"], &[]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("already"));
     assert_eq!(fs::read_to_string(&settings).expect("read"), installed_text);
+    assert_eq!(
+        fs::read_to_string(&mcp_json).expect("read"),
+        mcp_installed_text
+    );
 
     cli(&sandbox, &["uninstall", "--harness", "claude-code"], &[]);
     let back: Value =
         serde_json::from_str(&fs::read_to_string(&settings).expect("read")).expect("json");
     assert_eq!(back, users_settings());
+    let mcp_back: Value =
+        serde_json::from_str(&fs::read_to_string(&mcp_json).expect("read")).expect("json");
+    assert_eq!(mcp_back, users_mcp_json(), "exactly ours taken out");
+
+    // A project without `.mcp.json`: install creates it with our entry
+    // alone, and uninstall removes the file again.
+    fs::remove_file(&mcp_json).expect("rm");
+    cli(&sandbox, &["install", "--harness", "claude-code"], &[]);
+    let created: Value =
+        serde_json::from_str(&fs::read_to_string(&mcp_json).expect("read")).expect("json");
+    assert_eq!(
+        created,
+        json!({"mcpServers": {"cgc-fresh": expected_mcp["mcpServers"]["cgc-fresh"]}})
+    );
+    cli(&sandbox, &["uninstall", "--harness", "claude-code"], &[]);
+    assert!(!mcp_json.exists(), "the file install created is gone");
+
+    // A `cgc-fresh` entry of the person's own is kept, and install says so.
+    let own = json!({"mcpServers": {"cgc-fresh": {"command": "my-wrapper", "args": ["mcp"]}}});
+    fs::write(&mcp_json, own.to_string()).expect("write");
+    let kept = cli(&sandbox, &["install", "--harness", "claude-code"], &[]);
+    assert!(String::from_utf8_lossy(&kept.stdout).contains("kept your own `cgc-fresh`"));
+    assert_eq!(
+        fs::read_to_string(&mcp_json).expect("read"),
+        own.to_string()
+    );
+    cli(&sandbox, &["uninstall", "--harness", "claude-code"], &[]);
+    assert_eq!(
+        fs::read_to_string(&mcp_json).expect("read"),
+        own.to_string()
+    );
+    fs::remove_file(&mcp_json).expect("rm");
 
     // User scope: $CLAUDE_CONFIG_DIR/settings.json, created when missing.
+    // The MCP server is not written at user scope (Claude Code's own
+    // `.claude.json` holds it): install prints the command instead.
     let config_dir = sandbox.root.path().join("claude-config");
-    cli(
+    let user_install = cli(
         &sandbox,
         &["install", "--harness", "claude-code", "--scope", "user"],
         &[("CLAUDE_CONFIG_DIR", &config_dir)],
     );
+    let said = String::from_utf8_lossy(&user_install.stdout);
+    assert!(
+        said.contains(&format!(
+            "claude mcp add --scope user cgc-fresh -- {} mcp",
+            bin.display()
+        )),
+        "{said}"
+    );
+    assert!(!config_dir.join(".claude.json").exists());
+    assert!(!mcp_json.exists(), "no project file at user scope");
     let user: Value = serde_json::from_str(
         &fs::read_to_string(config_dir.join("settings.json")).expect("user settings"),
     )
@@ -703,6 +796,7 @@ fn install_and_uninstall_merge_into_and_out_of_settings_with_the_users_own_hooks
     )
     .expect("json");
     assert_eq!(user, json!({}), "hooks we created are removed with ours");
+    assert!(!config_dir.join(".claude.json").exists());
 
     // A symlinked settings file is refused, never written through.
     let elsewhere = sandbox.root.path().join("elsewhere.json");
@@ -848,18 +942,21 @@ impl RealProject {
     }
 
     fn service(&self) -> Service {
+        self.service_with(&[])
+    }
+
+    /// The service, with `extra` settings after the usual ones.
+    fn service_with(&self, extra: &[(&str, &str)]) -> Service {
         let cgc = self.cgc.display().to_string();
-        Service::start(
-            &self.sandbox,
-            &[],
-            &[
-                ("CGC_EXECUTABLE", cgc.as_str()),
-                ("CGC_GLOBAL_ARGS", "--db kuzudb"),
-                ("CGC_FRESHNESS_BATCH_MS", "100"),
-                ("CGC_FRESHNESS_SETTLE_MS", "5000"),
-                ("CGC_FRESHNESS_MIN_SYNC_GAP_MS", "0"),
-            ],
-        )
+        let mut env = vec![
+            ("CGC_EXECUTABLE", cgc.as_str()),
+            ("CGC_GLOBAL_ARGS", "--db kuzudb"),
+            ("CGC_FRESHNESS_BATCH_MS", "100"),
+            ("CGC_FRESHNESS_SETTLE_MS", "5000"),
+            ("CGC_FRESHNESS_MIN_SYNC_GAP_MS", "0"),
+        ];
+        env.extend_from_slice(extra);
+        Service::start(&self.sandbox, &[], &env)
     }
 
     fn install_hooks(&self) {
@@ -1128,13 +1225,17 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
         .iter()
         .any(|e| e["owner_pid"] == owner_pid));
     assert!(events_for(&service.log_events("session_shutdown"), &third_session).is_empty());
-    // Nothing the service runs for sessions outlives them.
+    // Nothing the service runs for sessions outlives them. The driver
+    // worker is the service's, not a session's: started for the installed
+    // MCP server's requests, it stays for the next one (until it idles out
+    // or the service stops).
     wait_until(
         "no child of the service left",
         Duration::from_secs(30),
         || {
             crate::support::processes_with_owner_prefix(&Service::owner_prefix(&project.sandbox))
-                .is_empty()
+                .into_iter()
+                .all(is_driver_worker)
         },
     );
 
@@ -1160,6 +1261,18 @@ fn real_claude_code_session_edits_resume_and_sigkill_reach_the_service_and_never
             );
         }
     }
+}
+
+/// Whether `pid` is the service's driver worker (`… --idle-exit <s>
+/// serve`), which serves syncs and MCP requests between sessions.
+fn is_driver_worker(pid: i32) -> bool {
+    let argv: Vec<String> = fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    argv.last().is_some_and(|a| a == "serve") && argv.iter().any(|a| a == "--idle-exit")
 }
 
 /// Waits until the service reports `fresh`; on timeout, says what it
@@ -1229,4 +1342,121 @@ fn real_claude_code_bash_sed_edit_reaches_the_graph_once_shell_edits_are_detecte
     assert_eq!(project.functions_named("beta_main"), 0);
     fs::write(&release, "").expect("release");
     running.finish();
+}
+
+/// The text of the `tool_result` for `id` that Claude Code sent the
+/// (fake) API, from the first request that carries one.
+fn tool_result_text(api: &FakeApi, id: &str) -> Option<String> {
+    api.request_bodies().iter().find_map(|line| {
+        let request: Value = serde_json::from_str(line).ok()?;
+        let messages = request["body"]["messages"].as_array()?;
+        messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .find(|block| block["type"] == "tool_result" && block["tool_use_id"] == id)
+            .map(|block| match &block["content"] {
+                Value::String(text) => text.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                other => other.to_string(),
+            })
+    })
+}
+
+/// The whole path, from a real Claude Code session: install puts the
+/// `cgc-fresh mcp` server in the project's `.mcp.json`; the model writes a
+/// new function, then asks the graph for it through that server; the
+/// answer Claude Code hands back to the model holds the function just
+/// written (read-your-writes: the call waits for the sync covering the
+/// write), answered by CGC's own handler through the service.
+#[test]
+fn real_claude_code_reads_its_own_write_back_through_the_installed_mcp_server() {
+    let Some(project) = RealProject::new() else {
+        return;
+    };
+    let ws = project.sandbox.workspace();
+    let delta = ws.join("pkg/delta.py");
+    let cypher = "MATCH (f:Function) WHERE f.name = 'brand_new_function' \
+                  RETURN f.name AS name, f.path AS path";
+    let api = FakeApi::start(
+        project.sandbox.root.path(),
+        json!([
+            {"user_text_contains": "MCP",
+             "tool_use": write_tool("toolu_w1", &delta,
+                 "def brand_new_function(n):\n    return n * 2\n")},
+            {"after_tool_result": "toolu_w1",
+             "tool_use": {"id": "toolu_m1", "name": "mcp__cgc-fresh__execute_cypher_query",
+                          "input": {"cypher_query": cypher}}},
+            {"after_tool_result": "toolu_m1", "text": "done"}
+        ]),
+    );
+    // The person's default strategy; the read waits as long as a real
+    // sync on a busy machine may take rather than answer from before it.
+    let service = project.service_with(&[
+        ("CGC_SYNC_STRATEGY", "incremental"),
+        ("CGC_MCP_READ_YOUR_WRITES_MS", "120000"),
+    ]);
+    project.install_hooks();
+    let mcp_json: Value = serde_json::from_str(
+        &fs::read_to_string(ws.join(".mcp.json")).expect("install wrote .mcp.json"),
+    )
+    .expect("json");
+    assert_eq!(mcp_json["mcpServers"]["cgc-fresh"]["args"][0], "mcp");
+
+    let events = project.run_claude(
+        &api,
+        &[
+            "-p",
+            "MCP: write a function, then find it in the graph",
+            "--allowedTools",
+            "mcp__cgc-fresh__execute_cypher_query",
+        ],
+        "mcp",
+    );
+    let session = session_id(&events);
+    let init = events
+        .iter()
+        .find(|e| e["type"] == "system" && e["subtype"] == "init")
+        .expect("init");
+    let servers = init["mcp_servers"].as_array().cloned().unwrap_or_default();
+    assert!(
+        servers.iter().any(|s| s["name"] == "cgc-fresh"
+            && s["status"] == "connected"
+            && s["source"] == "project"),
+        "Claude Code connected the cgc-fresh server of the project's .mcp.json: {servers:?}"
+    );
+    assert!(fs::read_to_string(&delta)
+        .expect("delta written")
+        .contains("brand_new_function"));
+
+    let answer = tool_result_text(&api, "toolu_m1").unwrap_or_else(|| {
+        panic!(
+            "no tool_result for the MCP call reached the API: {:?}",
+            api.request_bodies()
+        )
+    });
+    let answer: Value =
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("not CGC's JSON ({e}): {answer}"));
+    let path = fs::canonicalize(&delta).expect("canonical");
+    assert_eq!(
+        answer["results"],
+        json!([{"name": "brand_new_function", "path": path}]),
+        "{answer}"
+    );
+    // Answered through the service, after the sync that covered the write.
+    let calls = service.log_events("mcp_read_your_writes");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["tool"], "execute_cypher_query");
+    assert_eq!(calls[0]["caught_up"], true, "{calls:?}");
+    let writes: Vec<Value> = service
+        .log_events("tool_call")
+        .into_iter()
+        .filter(|c| c["session"] == session.as_str())
+        .collect();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0]["tool"], "write");
 }

@@ -19,7 +19,9 @@ user message of a request:
 id; `user_text_contains` when one of its text blocks (or its string content)
 contains the text. The reply is a tool_use (stop_reason `tool_use`), a text
 (stop_reason `end_turn`), or `hang`: message_start, then nothing until the
-client goes away (at most `--hang-seconds`). A rule may also hold its reply
+client goes away (at most `--hang-seconds`). A tool_use may name any tool
+Claude Code offers, an MCP server's included (`mcp__<server>__<tool>`); the
+tool_result Claude Code sends back is in the record, in the next request. A rule may also hold its reply
 until a file exists (`"wait_for_file": PATH`, at most `--hang-seconds`): a
 test keeps the session open that way while it checks the service. No rule
 matches: the text `ok`.

@@ -97,7 +97,8 @@ pub enum Command {
     /// Install and start a systemd user socket unit for the workspace
     /// (without systemd: says how to run `serve` by hand); with
     /// `--harness claude-code`, merge the hooks and the status line into
-    /// Claude Code's settings instead.
+    /// Claude Code's settings instead, and (project scope) the `cgc-fresh
+    /// mcp` server into the project's `.mcp.json`.
     Install {
         /// Print what would be done, and do nothing.
         #[arg(long)]
@@ -112,7 +113,7 @@ pub enum Command {
     },
     /// Stop and remove the workspace's systemd user instance; with
     /// `--harness claude-code`, take exactly the entries `install` added
-    /// out of Claude Code's settings.
+    /// out of Claude Code's settings and `.mcp.json`.
     Uninstall {
         /// Print what would be done, and do nothing.
         #[arg(long)]

@@ -219,6 +219,7 @@ fn harness_install(
     dry_run: bool,
     install: bool,
 ) -> anyhow::Result<u8> {
+    use crate::harness::claude_mcp_config;
     use crate::harness::claude_settings::{self, Scope};
     let Harness::ClaudeCode = harness;
     let scope = scope.unwrap_or(Scope::Project);
@@ -235,12 +236,39 @@ fn harness_install(
         config_dir.as_deref(),
         &crate::paths::home_dir(),
     );
+    // Read only, for notes: Claude Code's own file of user- and local-scope
+    // MCP servers (see `claude_mcp_config`).
+    let claude_json =
+        claude_mcp_config::claude_json_path(config_dir.as_deref(), &crate::paths::home_dir());
     let mut out = std::io::stdout();
     if install {
         let bin = std::env::current_exe().context("cannot tell where this binary is")?;
         claude_settings::install(&path, &bin, dry_run, &mut out)?;
+        match scope {
+            Scope::Project => claude_mcp_config::install(
+                &claude_mcp_config::mcp_json_path(&workspace),
+                &bin,
+                &workspace,
+                &claude_json,
+                dry_run,
+                &mut out,
+            )?,
+            Scope::User => {
+                // Local-scope entries are keyed by the project's real path.
+                let project = canonical_workspace(&target.workspace).unwrap_or(workspace);
+                claude_mcp_config::install_user_scope(&claude_json, &bin, &project, &mut out)?
+            }
+        }
     } else {
         claude_settings::uninstall(&path, dry_run, &mut out)?;
+        match scope {
+            Scope::Project => claude_mcp_config::uninstall(
+                &claude_mcp_config::mcp_json_path(&workspace),
+                dry_run,
+                &mut out,
+            )?,
+            Scope::User => claude_mcp_config::uninstall_user_scope(&claude_json, &mut out)?,
+        }
     }
     Ok(EXIT_OK)
 }

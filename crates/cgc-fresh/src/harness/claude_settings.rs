@@ -308,7 +308,7 @@ pub fn settings_path(
 }
 
 /// Refuses a path that is a symlink (the file, or its directory).
-fn refuse_symlinks(path: &Path) -> anyhow::Result<()> {
+pub(crate) fn refuse_symlinks(path: &Path) -> anyhow::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     for candidate in [dir, path] {
         if let Ok(meta) = std::fs::symlink_metadata(candidate) {
@@ -325,7 +325,7 @@ fn refuse_symlinks(path: &Path) -> anyhow::Result<()> {
 }
 
 /// Reads `path` as settings: absent or empty is `{}`.
-fn read_settings(path: &Path) -> anyhow::Result<Option<Value>> {
+pub(crate) fn read_settings(path: &Path) -> anyhow::Result<Option<Value>> {
     match std::fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Ok(Some(Value::Object(Map::new()))),
         Ok(text) => serde_json::from_str(&text)
@@ -344,7 +344,7 @@ fn render(settings: &Value) -> anyhow::Result<Vec<u8>> {
 
 /// Writes `settings` to `path` (atomically, never through a link), or with
 /// `dry_run` prints what would be written; whether it wrote.
-fn write_or_show(
+pub(crate) fn write_or_show(
     path: &Path,
     settings: &Value,
     dry_run: bool,

@@ -7,9 +7,12 @@
 //! - `status_line`: `cgc-fresh status --line` — the one-line status text;
 //! - `claude_settings`: `cgc-fresh install --harness claude-code` — merging
 //!   the hooks and the status line into Claude Code's `settings.json`;
+//! - `claude_mcp_config`: the same install's MCP server entry for
+//!   `cgc-fresh mcp` in the project's `.mcp.json`;
 //! - `hook_log`: the hook's own JSON-lines log (a file, or nowhere).
 
 pub mod claude_code;
+pub mod claude_mcp_config;
 pub mod claude_settings;
 pub mod hook_log;
 pub mod status_line;
