@@ -44,6 +44,20 @@ impl Machine {
     }
 }
 
+/// `/proc/loadavg`'s first three figures (`1.50 / 1.61 / 1.46`): how busy
+/// the machine was around a long measurement.
+pub fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// The first `model name` of /proc/cpuinfo.
 fn cpu_model(cpuinfo: &str) -> Option<String> {
     cpuinfo.lines().find_map(|line| {

@@ -15,6 +15,7 @@
 //! target/release/cgc-fresh-bench busy           # needs the real cgc (scripts/install-cgc.sh)
 //! target/release/cgc-fresh-bench strategies     # needs the real cgc; takes minutes
 //! target/release/cgc-fresh-bench edit-to-fresh  # reconcile vs incremental, real cgc (--modules N | --real-code)
+//! target/release/cgc-fresh-bench mcp            # cgc-fresh mcp vs cgc mcp start, read-your-writes; real cgc
 //! target/release/cgc-fresh-bench slow-reader    # clients that never read
 //! target/release/cgc-fresh-bench hook           # one Claude Code hook process
 //! target/release/cgc-fresh-bench connections    # 10 000 held; the descriptor limit
@@ -28,6 +29,7 @@ mod benches;
 mod conn;
 mod fake;
 mod machine;
+mod mcp_client;
 mod procfs;
 mod real_cgc;
 mod report;
@@ -44,6 +46,7 @@ use benches::codebase::Codebase;
 use benches::connections::ConnectionsOptions;
 use benches::edit_to_fresh::EditToFreshOptions;
 use benches::intake::IntakeOptions;
+use benches::mcp::McpOptions;
 use benches::slow_reader::SlowReaderOptions;
 use benches::Tools;
 use machine::Machine;
@@ -148,6 +151,21 @@ enum Bench {
         #[arg(long, default_value_t = 5)]
         samples: usize,
     },
+    /// MCP tool calls through `cgc-fresh mcp` vs `cgc mcp start`, and the
+    /// read-your-writes wait after an edit (real cgc; minutes).
+    Mcp {
+        /// Generated Python modules.
+        #[arg(long, default_value_t = 2000)]
+        modules: usize,
+        /// Timed tool calls per server (a mix of find_code,
+        /// execute_cypher_query and analyze_code_relationships).
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Read-your-writes samples (a tool call at an edit's ack), each
+        /// paired with a plain edit timed until its sync settles.
+        #[arg(long, default_value_t = 20)]
+        edits: usize,
+    },
     /// Peak memory with a requester and a subscriber that never read (fake cgc).
     SlowReader {
         /// Longest a flood of requests writes.
@@ -250,6 +268,18 @@ fn run() -> Result<()> {
                     Codebase::Generated { modules }
                 },
                 samples,
+            },
+        ),
+        Bench::Mcp {
+            modules,
+            queries,
+            edits,
+        } => benches::mcp::run(
+            &tools,
+            &McpOptions {
+                modules,
+                queries,
+                edits,
             },
         ),
         Bench::All { idle_seconds } => {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use serde_json::Value;
 
 use crate::procfs;
 
@@ -245,6 +246,31 @@ impl Drop for Service {
         if let Err(error) = self.stop(Duration::from_secs(5)) {
             eprintln!("cgc-fresh-bench: stopping the service: {error}");
         }
+    }
+}
+
+/// The events named one of `events` in a log of JSON lines (a service's,
+/// or a `cgc-fresh mcp`'s), in order; lines that are not JSON are skipped.
+pub fn log_events(log: &Path, events: &[&str]) -> Vec<Value> {
+    let Ok(text) = fs::read_to_string(log) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| {
+            log_field(line, "event")
+                .as_str()
+                .is_some_and(|name| events.contains(&name))
+        })
+        .collect()
+}
+
+/// A field of a log event: at the top level, as the service writes its
+/// events (flattened), or under `fields`.
+pub fn log_field<'a>(event: &'a Value, name: &str) -> &'a Value {
+    match &event[name] {
+        Value::Null => &event["fields"][name],
+        value => value,
     }
 }
 

@@ -11,6 +11,8 @@ pub struct Summary {
     pub p50: Duration,
     pub p99: Duration,
     pub max: Duration,
+    /// The arithmetic mean (not itself a measured value).
+    pub mean: Duration,
 }
 
 impl Summary {
@@ -19,12 +21,14 @@ impl Summary {
         let mut sorted = samples.to_vec();
         sorted.sort_unstable();
         let (first, last) = (sorted.first()?, sorted.last()?);
+        let total: Duration = sorted.iter().sum();
         Some(Summary {
             count: sorted.len(),
             min: *first,
             p50: nearest_rank(&sorted, 0.50),
             p99: nearest_rank(&sorted, 0.99),
             max: *last,
+            mean: total / sorted.len() as u32,
         })
     }
 }
@@ -84,6 +88,7 @@ mod tests {
         assert_eq!(s.p50, ms(50));
         assert_eq!(s.p99, ms(99));
         assert_eq!(s.max, ms(100));
+        assert_eq!(s.mean, Duration::from_micros(50_500));
     }
 
     #[test]

@@ -6,9 +6,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::machine::load_average;
 use crate::real_cgc::RealCgc;
 
 /// The real code base: `pip` 24.0's wheel (495 Python files).
@@ -68,6 +70,45 @@ pub fn install(codebase: &Codebase, cgc: &RealCgc, ws: &Path) -> Result<String> 
             ))
         }
     }
+}
+
+/// A workspace filled and indexed by the real CLI, as a report describes it.
+pub struct Indexed {
+    /// What the workspace holds (`install`'s description).
+    pub described: String,
+    /// How long `cgc index .` took.
+    pub index_time: Duration,
+    /// The `File` nodes the index left.
+    pub files: u64,
+    /// The load average just before indexing.
+    pub load_before: String,
+}
+
+/// Fills the (empty) workspace with `codebase` and indexes it with `cgc
+/// index .`, timed; `bench` names the benchmark in progress lines.
+pub fn install_and_index(
+    codebase: &Codebase,
+    cgc: &RealCgc,
+    ws: &Path,
+    bench: &str,
+) -> Result<Indexed> {
+    let described = install(codebase, cgc, ws)?;
+    let load_before = load_average();
+    eprintln!("cgc-fresh-bench: {bench}: indexing {described}");
+    let started = Instant::now();
+    cgc.index()?;
+    let index_time = started.elapsed();
+    let files = cgc
+        .query("MATCH (f:File) RETURN count(f) AS n")?
+        .first()
+        .and_then(|row| row["n"].as_u64())
+        .unwrap_or(0);
+    Ok(Indexed {
+        described,
+        index_time,
+        files,
+        load_before,
+    })
 }
 
 /// Files to edit, each with a top-level function defined nowhere else:

@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
-use super::codebase::{self, Codebase, EditTarget};
+use super::codebase::{self, Codebase, EditTarget, Indexed};
 use super::strategies::{await_settled_sync, yes_no};
 use super::{var, Tools};
 use crate::conn::Conn;
+use crate::machine::load_average;
 use crate::real_cgc::RealCgc;
 use crate::report::{self, Table};
-use crate::service::{Log, Sandbox, Service};
+use crate::service::{log_events, log_field, Log, Sandbox, Service};
 use crate::stats::{fmt_count, fmt_duration, Summary};
 
 /// The time budget of every sync (3 h).
@@ -54,7 +55,7 @@ struct Sample {
 /// The first `count` candidates whose function the graph holds exactly
 /// once: an edit of a file CodeGraphContext does not index is no drift,
 /// and no sync would follow it.
-fn indexed_targets(
+pub(super) fn indexed_targets(
     cgc: &RealCgc,
     candidates: Vec<EditTarget>,
     count: usize,
@@ -97,20 +98,15 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
     );
     let sandbox = Sandbox::new(&tools.scratch)?;
     let cgc = RealCgc::new(&tools.real_cgc, &sandbox)?;
-    let described = codebase::install(&opts.codebase, &cgc, &sandbox.workspace())?;
+    let Indexed {
+        described,
+        index_time,
+        files,
+        load_before,
+    } = codebase::install_and_index(&opts.codebase, &cgc, &sandbox.workspace(), "edit-to-fresh")?;
     let candidates =
         codebase::edit_targets(&opts.codebase, &sandbox.workspace(), opts.samples + 1)?;
-    let load_before = load_average();
-    eprintln!("cgc-fresh-bench: edit-to-fresh: indexing {}", described);
-    let started = Instant::now();
-    cgc.index()?;
-    let index_time = started.elapsed();
     let targets = indexed_targets(&cgc, candidates, opts.samples + 1)?;
-    let files = cgc
-        .query("MATCH (f:File) RETURN count(f) AS n")?
-        .first()
-        .and_then(|row| row["n"].as_u64())
-        .unwrap_or(0);
 
     // Both services share one state directory: the reconcile's manifest
     // is what the incremental service diffs against.
@@ -294,15 +290,16 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
     Ok(())
 }
 
-fn measure(
-    tools: &Tools,
-    sandbox: &Sandbox,
+/// The environment of a service that syncs with the real CLI on Kùzu by
+/// `strategy` (a name or `custom: ARGS`), keeping its state (the manifest,
+/// the parse cache) in `state_home`; no gap or count limits syncs, whose
+/// budget is `MAINTENANCE_TIMEOUT_MS`; other settings default.
+pub(super) fn real_service_env(
     cgc: &RealCgc,
+    strategy: &str,
     state_home: &Path,
-    strategy: &'static str,
-    targets: &[EditTarget],
-) -> Result<Vec<Sample>> {
-    let env = vec![
+) -> Vec<(String, String)> {
+    vec![
         var("CGC_EXECUTABLE", cgc.program().display()),
         var("CGC_GLOBAL_ARGS", "--db kuzudb"),
         var("CGC_SYNC_STRATEGY", strategy),
@@ -311,7 +308,18 @@ fn measure(
         var("CGC_FRESHNESS_MAX_SYNCS_PER_SESSION", "100"),
         // A reconcile of 2 000 modules outlasts the default 10 min budget.
         var("CGC_MAINTENANCE_TIMEOUT_MS", MAINTENANCE_TIMEOUT_MS),
-    ];
+    ]
+}
+
+fn measure(
+    tools: &Tools,
+    sandbox: &Sandbox,
+    cgc: &RealCgc,
+    state_home: &Path,
+    strategy: &'static str,
+    targets: &[EditTarget],
+) -> Result<Vec<Sample>> {
+    let env = real_service_env(cgc, strategy, state_home);
     let log = sandbox.root().join(format!("serve-{strategy}.log"));
     let mut service = Service::start(&tools.service_bin, sandbox, &env, Log::File(log.clone()))?;
     let mut harness = Conn::harness(&service.socket, "s1")?;
@@ -363,13 +371,11 @@ fn measure(
     Ok(samples)
 }
 
-/// The driver timings of every `incremental_applied` event in a service
-/// log, in order (the field is the Debug form of `Option<map>`).
 /// How a request had the repository's stored link edges: read under the
 /// lock, or taken from the worker's memo — the database file unchanged,
 /// or only its header page rewritten (the bench's own `cgc query` between
 /// samples does that) and its contents compared.
-fn stored_edges_path(timings: &Value) -> &'static str {
+pub(super) fn stored_edges_path(timings: &Value) -> &'static str {
     let flag = |key: &str| timings[key].as_f64() == Some(1.0);
     match (
         flag("stored_edges_remembered"),
@@ -381,15 +387,13 @@ fn stored_edges_path(timings: &Value) -> &'static str {
     }
 }
 
-fn driver_timings(log: &Path) -> Vec<Value> {
-    let Ok(text) = fs::read_to_string(log) else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| event_field(event, "event") == Some("incremental_applied"))
+/// The driver timings of every `incremental_applied` event in a service
+/// log, in order (the field is the Debug form of `Option<map>`).
+pub(super) fn driver_timings(log: &Path) -> Vec<Value> {
+    log_events(log, &["incremental_applied"])
+        .iter()
         .filter_map(|event| {
-            let raw = event_field(&event, "timings")?.to_string();
+            let raw = log_field(event, "timings").as_str()?;
             let inner = raw.strip_prefix("Some(")?.strip_suffix(')')?;
             serde_json::from_str::<Value>(inner).ok()
         })
@@ -398,39 +402,10 @@ fn driver_timings(log: &Path) -> Vec<Value> {
 
 /// The strategy each sync of a service ran, in order.
 fn strategies_ran(log: &Path) -> Vec<String> {
-    let Ok(text) = fs::read_to_string(log) else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| {
-            matches!(
-                event_field(event, "event"),
-                Some("sync_strategy" | "sync_strategy_fallback")
-            )
-        })
-        .filter_map(|event| event_field(&event, "strategy").map(str::to_string))
+    log_events(log, &["sync_strategy", "sync_strategy_fallback"])
+        .iter()
+        .filter_map(|event| log_field(event, "strategy").as_str().map(str::to_string))
         .collect()
-}
-
-/// A field of a log event, at the top level or under `fields`.
-fn event_field<'a>(event: &'a Value, name: &str) -> Option<&'a str> {
-    event[name]
-        .as_str()
-        .or_else(|| event["fields"][name].as_str())
-}
-
-/// `/proc/loadavg`'s first three figures.
-fn load_average() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" / ")
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 #[cfg(test)]

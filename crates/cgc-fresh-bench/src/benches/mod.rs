@@ -9,6 +9,7 @@ pub mod edit_to_fresh;
 pub mod hook;
 pub mod idle;
 pub mod intake;
+pub mod mcp;
 pub mod shutdown;
 pub mod slow_reader;
 pub mod startup;
