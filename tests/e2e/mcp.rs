@@ -29,6 +29,7 @@ use crate::incremental::{
     assert_same_as_from_scratch, baseline_sync, replace_in, service, service_with,
     wait_synced_fresh, write,
 };
+use crate::parse_cache::{driver_timings, figure};
 use crate::support::{open_session, real_cgc, strategies_run, Sandbox, Service};
 
 /// An MCP server process on pipes (ours or CGC's).
@@ -991,6 +992,29 @@ fn two_hundred_queries_over_twenty_edits_read_each_edit_and_end_as_a_from_scratc
     let mut expected = vec!["reconcile".to_string()];
     expected.extend(std::iter::repeat_n("incremental".to_string(), EDITS));
     assert_eq!(strategies_run(&service), expected);
+    // The queries only read, and each call's close left the database file
+    // as the worker's last request left it (the memo took the file's new
+    // identity, `StoredEdgeMemo.read_only_closed`): every sync after the
+    // worker's first took the stored edges from the memo, and only the
+    // person's own queries (closes the worker did not make) cost a
+    // comparison of the file's contents. The remembered answers were
+    // checked against fresh reads (`CGC_FRESH_VERIFY_STORED_EDGES`).
+    let timings = driver_timings(&service);
+    assert_eq!(timings.len(), EDITS, "{timings:?}");
+    assert!(
+        timings[1..]
+            .iter()
+            .all(|t| figure(t, "stored_edges_remembered") == 1),
+        "{timings:?}"
+    );
+    let by_content: u64 = timings
+        .iter()
+        .map(|t| figure(t, "stored_edges_by_content"))
+        .sum();
+    assert!(
+        by_content as usize <= EDITS / PERSON_QUERY_EVERY,
+        "{by_content} syncs compared the file's contents: {timings:?}"
+    );
     // Every query went to the service's worker and was answered there.
     let answered = service
         .log_events("mcp_answered")

@@ -2219,7 +2219,17 @@ def serve(opts):
     (`release_memory`). Ends at end of input, after
     `--idle-exit` seconds without a request, on SIGINT/SIGTERM (128+n),
     and after any request that did not end with 0 or 3 (its state, or the
-    graph's, is in doubt: the next sync starts a fresh process)."""
+    graph's, is in doubt: the next sync starts a fresh process).
+
+    The work a request leaves for later waits for a pause without a
+    request: the MCP call that waited for a sync (read-your-writes) comes
+    just after the sync's answer, and an agent's calls come back to back;
+    each is answered first. The memo's digest of what a sync's close left
+    (`StoredEdgeMemo.settle`) waits `SETTLE_PAUSE_S`, well inside the
+    0.4 s a person's `cgc` takes to import before it opens the database
+    (whose close would make the digest impossible); the collection waits
+    `COLLECT_PAUSE_S`, or runs after `MCP_CALLS_PER_COLLECTION` calls
+    without a pause, so a long burst stays bounded."""
     import gc
     import select
 
@@ -2229,10 +2239,22 @@ def serve(opts):
     # request ended — before its answer was out.
     gc.disable()
     pending = b""
+    # Work left for a pause (see above), and MCP calls since a collection.
+    settle_due = collect_due = False
+    calls_since_collection = 0
     while True:
         try:
             while b"\n" not in pending:
-                ready, _w, _x = select.select([0], [], [], opts["idle_exit"])
+                pause = SETTLE_PAUSE_S if settle_due else COLLECT_PAUSE_S if collect_due else opts["idle_exit"]
+                ready, _w, _x = select.select([0], [], [], pause)
+                if not ready and settle_due:
+                    settle_memo()
+                    settle_due = False
+                    continue
+                if not ready and collect_due:
+                    release_memory()
+                    collect_due, calls_since_collection = False, 0
+                    continue
                 if not ready:
                     return EXIT_OK
                 chunk = os.read(0, 65536)
@@ -2252,12 +2274,17 @@ def serve(opts):
             if isinstance(request, dict) and ("tool" in request or "tools" in request):
                 # An MCP tool list or call (`mcp_tools.py`), answered between syncs.
                 try:
-                    load_companion(MCP_TOOLS_MODULE, "cgc_fresh_mcp_tools").serve_request(
-                        request, lambda repo: open_database(repo, {})[:3], close_database,
+                    tools = load_companion(MCP_TOOLS_MODULE, "cgc_fresh_mcp_tools")
+                    tools.serve_request(
+                        request, tools.CallDatabase(open_database, close_database, stored_edge_memo()),
                         lambda data: os.write(REAL_STDOUT, data), Interrupted)
+                    calls_since_collection += 1
+                    collect_due = True
+                    if calls_since_collection >= MCP_CALLS_PER_COLLECTION:
+                        release_memory()
+                        collect_due, calls_since_collection = False, 0
                 except Interrupted as exc:
                     return 128 + exc.signum
-                release_memory()
                 continue
             if isinstance(request, dict) and request.get("prepare") is True:
                 try:
@@ -2265,10 +2292,8 @@ def serve(opts):
                 except Interrupted as exc:
                     return 128 + exc.signum
                 # The request it was for is usually waiting already: it
-                # goes first, and the collection follows its answer.
-                ready, _w, _x = select.select([0], [], [], 0)
-                if not ready and b"\n" not in pending:
-                    release_memory()
+                # goes first, and the collection follows in a pause.
+                collect_due = True
                 continue
             serial = request.get("serial")
             paths = request["paths"]
@@ -2283,12 +2308,22 @@ def serve(opts):
         emit(result)
         if code not in (EXIT_OK, EXIT_UNSUPPORTED):
             return code
-        memo = stored_edge_memo()
-        if memo:
-            # Off the answer's path: what the close left, for the next
-            # request's comparison (see `stored_edges.py`).
-            memo.settle()
-        release_memory()
+        settle_due = collect_due = True
+
+
+# `serve`'s pauses (seconds without a request) before the work a request
+# left, and the MCP calls answered back to back before a collection.
+SETTLE_PAUSE_S = 0.05
+COLLECT_PAUSE_S = 0.2
+MCP_CALLS_PER_COLLECTION = 32
+
+
+def settle_memo():
+    """Off the answer's path: what the last close left, for the next
+    request's comparison (see `stored_edges.py`)."""
+    memo = stored_edge_memo()
+    if memo:
+        memo.settle()
 
 
 def run_prepare(opts):

@@ -112,10 +112,45 @@ def is_request(request):
     return isinstance(request, dict) and ("tool" in request or "tools" in request)
 
 
-def answer(request, open_database, close_database, repo):
-    """The `mcp` member answering `request` (see the module's text).
-    `open_database(repo)` → (db_manager, graph_builder, finder) opened the
-    way the worker's syncs open it; `close_database(db_manager)` closes it."""
+class CallDatabase:
+    """The database for one tool call: opened the way the worker's syncs
+    open it, and closed before the answer is out (the person's own `cgc`
+    works as soon as the agent has its answer).
+
+    `open_database(repo, timings)` → (db_manager, graph_builder, finder,
+    context) and `close_database(db_manager)` → whether it closed cleanly
+    are the driver's; `memo` is the worker's stored-edge memo, or None.
+    An open that left CGC's schema statements out (`schema_skipped`) found
+    the file, under the lock, as the worker's last request left it; the
+    tools offered here only read (`execute_cypher_query` refuses writes
+    in CGC itself, the writing tools are in `REFUSED`), so a clean close
+    leaves it so, and the memo is told (`read_only_closed`): the next
+    call or sync opens without comparing the file or running the schema
+    statements again."""
+
+    def __init__(self, open_database, close_database, memo):
+        self._open = open_database
+        self._close = close_database
+        self._memo = memo
+
+    def open(self, repo):
+        """(db_manager, graph_builder, finder, close): `close()` closes it."""
+        timings = {}
+        db_manager, graph_builder, finder, _ctx = self._open(repo, timings)
+        skipped = timings.get("schema_skipped") == 1
+
+        def close():
+            cleanly = self._close(db_manager)
+            if self._memo is not None and skipped and cleanly:
+                self._memo.read_only_closed()
+
+        return db_manager, graph_builder, finder, close
+
+
+def answer(request, database, repo):
+    """The `mcp` member answering `request` (see the module's text), with
+    the database opened through `database` (a `CallDatabase`) for a call
+    alone."""
     if request.get("tools") == "list":
         cgc = Cgc0613()
         srv = cgc.shell(repo)
@@ -139,12 +174,12 @@ def answer(request, open_database, close_database, repo):
         # What CGC's own routing answers, without opening the database.
         return {"error": {"code": -32000, "message": "Tool execution error",
                           "data": {"error": f"Unknown tool: {name}"}}}
-    db_manager, graph_builder, finder = open_database(repo)
+    db_manager, graph_builder, finder, close = database.open(repo)
     try:
         srv = cgc.shell(repo, db_manager=db_manager, code_finder=finder, graph_builder=graph_builder)
         return cgc.call(srv, name, arguments)
     finally:
-        close_database(db_manager)
+        close()
 
 
 def emit_chunks(write, serial, member):
@@ -158,7 +193,7 @@ def emit_chunks(write, serial, member):
         write((CHUNK_PREFIX + json.dumps(line) + "\n").encode("ascii"))
 
 
-def serve_request(request, open_database, close_database, write, passthrough):
+def serve_request(request, database, write, passthrough):
     """One request of `serve`: answered, whatever happens (a failure of
     CGC's handler is a JSON-RPC internal error, as `cgc mcp start` makes
     it), except the `passthrough` exception (the worker was told to
@@ -166,7 +201,7 @@ def serve_request(request, open_database, close_database, write, passthrough):
     serial = request.get("serial")
     repo = os.getcwd()
     try:
-        member = answer(request, open_database, close_database, repo)
+        member = answer(request, database, repo)
     except passthrough:
         raise
     except SystemExit as exc:  # CGC's typer.Exit on a database error

@@ -249,6 +249,26 @@ class StoredEdgeMemo:
         files = (set(stored_files) - set(deleted)) | set(written)
         self._pending = (place, after, files)
 
+    def read_only_closed(self):
+        """A use of the database that only read it (an MCP tool call,
+        `mcp_tools.py`) opened it while this memo held — the open looked
+        at the identity under the lock, as `left_as_it_was` with
+        `compare=False` — and closed it cleanly. Such a close rewrites the
+        header page alone (see the module doc): the file still holds what
+        the last request left, and its new identity is kept (the digest,
+        of the pages after the header, stays true). Without it, each call
+        would make the next open compare the whole file's contents or run
+        CGC's schema statements again."""
+        kept = self._kept
+        if kept is None:
+            return
+        identity = _identity(kept[0][1])
+        if identity is None:
+            self._kept, self._digest, self._accepted = None, None, None
+            return
+        self._kept = (kept[0], identity, kept[2], kept[3])
+        self._accepted = None
+
     def closed(self, cleanly):
         """The request's database is closed: keep what it left, with the
         file's identity now, if the close went through."""
