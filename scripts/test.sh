@@ -17,6 +17,9 @@ echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== the driver's unit tests (Python; plain files, no CGC needed)"
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s crates/cgc-fresh/driver/tests
+
 echo "== build (the end-to-end tests run these binaries)"
 cargo build --workspace --bins --locked
 

@@ -1351,15 +1351,16 @@ class PurgeDeferred:
 def open_database(repo, timings):
     """Opens the database the way the CLI does (`_initialize_services`),
     leaving out the schema statements when the database is known to be as
-    the worker's last request left it (see `SchemaDeferred`)."""
+    the worker's last request or tool call left it (see `SchemaDeferred`
+    and `StoredEdgeMemo.schema_in_place`)."""
     from codegraphcontext.cli.cli_helpers import _initialize_services
 
     pin = backend_pin()
     pin.be_patient()
     memo = stored_edge_memo()
-    with SchemaDeferred(bool(memo) and memo.left_as_it_was()) as deferred:
+    with SchemaDeferred(bool(memo) and memo.schema_in_place()) as deferred:
         db_manager, graph_builder, finder, ctx = _initialize_services(None, cwd=repo)
-    if deferred.skipped and not memo.left_as_it_was(getattr(db_manager, "db_path", None), compare=False):
+    if deferred.skipped and not memo.schema_in_place(getattr(db_manager, "db_path", None), compare=False):
         # Someone opened the database between the look and the open.
         close_database(db_manager)
         db_manager, graph_builder, finder, ctx = _initialize_services(None, cwd=repo)

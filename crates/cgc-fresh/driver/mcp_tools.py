@@ -120,13 +120,13 @@ class CallDatabase:
     `open_database(repo, timings)` → (db_manager, graph_builder, finder,
     context) and `close_database(db_manager)` → whether it closed cleanly
     are the driver's; `memo` is the worker's stored-edge memo, or None.
-    An open that left CGC's schema statements out (`schema_skipped`) found
-    the file, under the lock, as the worker's last request left it; the
-    tools offered here only read (`execute_cypher_query` refuses writes
-    in CGC itself, the writing tools are in `REFUSED`), so a clean close
-    leaves it so, and the memo is told (`read_only_closed`): the next
-    call or sync opens without comparing the file or running the schema
-    statements again."""
+    The tools offered here only read (`execute_cypher_query` refuses
+    writes in CGC itself, the writing tools are in `REFUSED`), so a clean
+    close leaves the file as the open found it but for its header page,
+    and the memo is told (`StoredEdgeMemo.read_only_closed`): whether it
+    held once the database was open (the file's identity looked at under
+    the lock) and where the file is. The next call or sync opens without
+    comparing the file or running the schema statements again."""
 
     def __init__(self, open_database, close_database, memo):
         self._open = open_database
@@ -135,14 +135,20 @@ class CallDatabase:
 
     def open(self, repo):
         """(db_manager, graph_builder, finder, close): `close()` closes it."""
-        timings = {}
-        db_manager, graph_builder, finder, _ctx = self._open(repo, timings)
-        skipped = timings.get("schema_skipped") == 1
+        db_manager, graph_builder, finder, _ctx = self._open(repo, {})
+        db_path = getattr(db_manager, "db_path", None)
+        # Under the lock: is the file the one the memo kept (by identity,
+        # or by contents compared before the open)?
+        held = self._memo is not None and self._memo.left_as_it_was(db_path, compare=False)
 
         def close():
+            try:
+                backend = db_manager.get_backend_type()
+            except Exception:  # noqa: BLE001 - an unknown backend is not remembered
+                backend = None
             cleanly = self._close(db_manager)
-            if self._memo is not None and skipped and cleanly:
-                self._memo.read_only_closed()
+            if self._memo is not None and cleanly:
+                self._memo.read_only_closed(backend, db_path, memo_held=held)
 
         return db_manager, graph_builder, finder, close
 

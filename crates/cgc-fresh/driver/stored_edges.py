@@ -144,6 +144,9 @@ class StoredEdgeMemo:
         self._digest = None
         # An identity whose contents were found to be the kept ones.
         self._accepted = None
+        # (path, identity) the worker's last clean close left, its schema
+        # known in place (`schema_in_place`).
+        self._schema_kept = None
         # Whether the last `recall` answered through the contents.
         self.by_content = False
         self.verify = os.environ.get(VERIFY_ENV) == "1"
@@ -249,25 +252,46 @@ class StoredEdgeMemo:
         files = (set(stored_files) - set(deleted)) | set(written)
         self._pending = (place, after, files)
 
-    def read_only_closed(self):
+    def schema_in_place(self, db_path=None, *, compare=True):
+        """Whether the open may leave out CGC's schema statements: the memo
+        holds (`left_as_it_was`), or the file is, by its identity, the one
+        the worker's last clean close left — an open of the worker's ran
+        the statements or knew them in place, and nobody opened the file
+        since. The second rule serves the MCP calls a worker answers before
+        its first sync, which leaves no memo."""
+        if self.left_as_it_was(db_path, compare=compare):
+            return True
+        schema = self._schema_kept
+        if schema is None:
+            return False
+        if db_path is not None and (not isinstance(db_path, str) or os.path.abspath(db_path) != schema[0]):
+            return False
+        return _identity(schema[0]) == schema[1]
+
+    def read_only_closed(self, backend, db_path, *, memo_held):
         """A use of the database that only read it (an MCP tool call,
-        `mcp_tools.py`) opened it while this memo held — the open looked
-        at the identity under the lock, as `left_as_it_was` with
-        `compare=False` — and closed it cleanly. Such a close rewrites the
-        header page alone (see the module doc): the file still holds what
-        the last request left, and its new identity is kept (the digest,
-        of the pages after the header, stays true). Without it, each call
-        would make the next open compare the whole file's contents or run
-        CGC's schema statements again."""
-        kept = self._kept
-        if kept is None:
+        `mcp_tools.py`) closed it cleanly. Such a close rewrites the header
+        page alone (see the module doc). If the open found this memo
+        holding (`memo_held`: it looked at the identity under the lock, as
+        `left_as_it_was` with `compare=False`), the file still holds what
+        the last request left and its new identity is kept (the digest, of
+        the pages after the header, stays true); either way the schema is
+        known in place for the identity the close left
+        (`schema_in_place`). Without it, each call would make the next
+        open compare the whole file's contents or run CGC's schema
+        statements again."""
+        if backend not in WATCHED_BACKENDS or not isinstance(db_path, str) or not db_path:
             return
-        identity = _identity(kept[0][1])
+        path = os.path.abspath(db_path)
+        identity = _identity(path)
         if identity is None:
-            self._kept, self._digest, self._accepted = None, None, None
+            self._schema_kept = None
             return
-        self._kept = (kept[0], identity, kept[2], kept[3])
-        self._accepted = None
+        self._schema_kept = (path, identity)
+        kept = self._kept
+        if memo_held and kept is not None and kept[0][1] == path:
+            self._kept = (kept[0], identity, kept[2], kept[3])
+            self._accepted = None
 
     def closed(self, cleanly):
         """The request's database is closed: keep what it left, with the
@@ -279,3 +303,4 @@ class StoredEdgeMemo:
         if identity is not None:
             self._kept = (pending[0], identity, pending[1], pending[2])
             self._digest, self._accepted = None, None
+            self._schema_kept = (pending[0][1], identity)
