@@ -217,7 +217,20 @@ fn a_falkordb_lite_that_does_not_start_is_never_taken_for_the_graph() {
     wait_synced_fresh(&mut conn);
 
     // Another program takes FalkorDB Lite's port: its server cannot start.
-    let taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    // The server the last sync tore down may still be exiting (seen once
+    // on a loaded machine: "Address already in use"), so the port is
+    // taken as soon as it is free.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let taken = loop {
+        match std::net::TcpListener::bind(("127.0.0.1", port)) {
+            Ok(listener) => break listener,
+            Err(error) if std::time::Instant::now() < deadline => {
+                eprintln!("port {port} not free yet: {error}");
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(error) => panic!("port {port} stayed in use for 60 s: {error}"),
+        }
+    };
     agent_batch(&mut conn, &["mod3.py"], || {
         replace_in(&ws, "mod3.py", "compute_3", "renamed_compute_3")
     });
