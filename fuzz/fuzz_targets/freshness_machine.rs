@@ -51,7 +51,7 @@ use cgc_fresh_core::config::WatchMode;
 use cgc_fresh_core::freshness::watcher_model::{raised_by_watcher, WatcherReport};
 use cgc_fresh_core::freshness::{
     Effect, FlightId, Freshness, FreshnessPolicy, FreshnessRecord, Input, Lifetime, Millis,
-    SessionKey, SyncOutcome,
+    SessionKey, SyncCost, SyncOutcome,
 };
 use cgc_fresh_fuzz::round_trip;
 use cgc_fresh_fuzz::workspace_model::{self, OpenFlight, Shadow, WORKSPACE_ROOT};
@@ -403,7 +403,13 @@ impl World {
                     // A report about a sync that does not exist.
                     None => FlightId(shadow.last_started.map_or(0, FlightId::get) + 7),
                 };
-                Input::SyncSpawned { flight, pid: *pid }
+                // The shadow's shell runs reconciles only (the policy has no
+                // incremental allowance): the class the spec's budget counts.
+                Input::SyncSpawned {
+                    flight,
+                    pid: *pid,
+                    cost: SyncCost::WholeRepository,
+                }
             }
             Op::ProbeBusy => {
                 let flight = shadow.close_flight(true)?;
@@ -586,6 +592,7 @@ impl World {
                     flight,
                     session,
                     manual,
+                    ..
                 } => {
                     self.check_start(*flight, session.as_ref().map(|k| k.name.as_str()), *manual);
                     started = true;
@@ -787,9 +794,9 @@ impl World {
                     "a stale episode while the watcher is applying an edit"
                 ),
                 FreshnessStatus::PossiblyStale => assert!(
-                    record
-                        .stale_since
-                        .is_some_and(|since| since.get() + self.policy.watcher_apply_ms <= shadow.now),
+                    record.stale_since.is_some_and(|since| since.get()
+                        + self.policy.watcher_apply_ms
+                        <= shadow.now),
                     "a stale episode under a verified watcher within its bound"
                 ),
                 other => panic!("{other:?} while an edit waits for the watcher"),
@@ -898,6 +905,9 @@ fuzz_target!(|scenario: Scenario| {
     let policy = FreshnessPolicy {
         auto_sync: !scenario.manual_only,
         max_syncs_per_session: u32::from(scenario.max_syncs % 4),
+        // Every sync of the shadow's shell is a reconcile (see `Op::Spawn`).
+        max_incremental_syncs_per_session: 0,
+        incremental_strategy: true,
         batch_ms: u64::from(scenario.batch_ms % 2_000),
         settle_ms: u64::from(scenario.settle_ms % 5_000),
         min_sync_gap_ms: u64::from(scenario.settle_ms % 7) * 1_000,

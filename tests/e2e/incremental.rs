@@ -1072,7 +1072,7 @@ fn a_worker_out_of_time_is_stopped_and_the_next_sync_reconciles() {
 /// `answered` requests at once, as applied, and then, given the next one,
 /// ends with 0 without answering: as a worker whose idle time-out strikes
 /// just as the request is written does.
-fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
+pub(crate) fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
     let stub = dir.join("python");
     fs::write(
         &stub,

@@ -640,6 +640,12 @@ mod tests {
                 json!(8),
             ),
             (
+                Key::FreshnessMaxIncrementalSyncsPerSession,
+                [json!(5), json!(6), json!(7)],
+                "8",
+                json!(8),
+            ),
+            (
                 Key::FreshnessBatchMs,
                 [json!(1), json!(2), json!(3)],
                 "4",

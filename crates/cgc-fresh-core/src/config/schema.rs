@@ -167,11 +167,19 @@ settings! {
         /// false = only mark the graph possibly stale and wait for a manual sync.
         FreshnessAutoSync: auto_sync = "autoSync", bool, default true,
             kind Flag, env "CGC_FRESHNESS_AUTO_SYNC";
-        /// Automatic syncs allowed per agent session (>= 0). A slot is used when a sync
-        /// is spawned; a sync skipped because the database is busy uses none; a manual
-        /// sync request is not counted. A new session gets a new budget.
+        /// Automatic whole-repository syncs allowed per agent session (>= 0): CGC's
+        /// reconcile, or any sync whose work grows with the repository. A slot is used
+        /// when a sync is spawned; a sync skipped because the database is busy uses none;
+        /// a manual sync request is not counted. A new session gets a new budget.
+        /// Incremental syncs (work that grows with the changed files) have their own
+        /// allowance, maxIncrementalSyncsPerSession.
         FreshnessMaxSyncsPerSession: max_syncs_per_session = "maxSyncsPerSession", u32, default 2,
             kind Count, env "CGC_FRESHNESS_MAX_SYNCS_PER_SESSION";
+        /// Automatic incremental syncs allowed per agent session (>= 0): syncs whose
+        /// work grows with the files that changed, paced by minSyncGapMs. Counted like
+        /// maxSyncsPerSession; at the 5 s gap, 500 are 40 minutes of syncs back to back.
+        FreshnessMaxIncrementalSyncsPerSession: max_incremental_syncs_per_session = "maxIncrementalSyncsPerSession", u32, default 500,
+            kind Count, env "CGC_FRESHNESS_MAX_INCREMENTAL_SYNCS_PER_SESSION";
         /// Batching window (milliseconds, >= 0) between the first edit of an episode and
         /// the sync it triggers, so a burst of edits costs one sync. Measured from the
         /// first edit; later edits do not push it back.

@@ -366,6 +366,7 @@ precedence_tests! {
     precedence_freshness_watcher_apply_ms: Key::FreshnessWatcherApplyMs, [1000, 2000, 3000], "4000" => 4000;
     precedence_freshness_auto_sync: Key::FreshnessAutoSync, [false, true, false], "yes" => true;
     precedence_freshness_max_syncs_per_session: Key::FreshnessMaxSyncsPerSession, [3, 0, 5], "7" => 7;
+    precedence_freshness_max_incremental_syncs_per_session: Key::FreshnessMaxIncrementalSyncsPerSession, [3, 0, 5], "7" => 7;
     precedence_freshness_batch_ms: Key::FreshnessBatchMs, [0, 100, 200], "300" => 300;
     precedence_freshness_settle_ms: Key::FreshnessSettleMs, [1000, 2000, 3000], "4000" => 4000;
     precedence_freshness_min_sync_gap_ms: Key::FreshnessMinSyncGapMs, [0, 1000, 2000], "3000" => 3000;
@@ -422,6 +423,12 @@ fn env_var_names_set_exactly_their_keys() {
         (
             "CGC_FRESHNESS_MAX_SYNCS_PER_SESSION",
             "freshness.maxSyncsPerSession",
+            "9",
+            json!(9),
+        ),
+        (
+            "CGC_FRESHNESS_MAX_INCREMENTAL_SYNCS_PER_SESSION",
+            "freshness.maxIncrementalSyncsPerSession",
             "9",
             json!(9),
         ),

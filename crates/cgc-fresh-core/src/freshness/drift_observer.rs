@@ -17,6 +17,7 @@ use std::cmp::max;
 
 use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, StateFrame, WatcherFacts};
 
+use super::budget::SyncAllowance;
 use super::epoch::EditTracker;
 use super::events::{Effect, Input, SyncOutcome, TreeChanges};
 use super::flight::{DrainCause, Flight, FlightId, FlightSlot};
@@ -126,8 +127,9 @@ impl DriftObserver {
                 from_epoch,
                 named,
                 manual,
+                allowance,
             } => {
-                self.start(flight, from_epoch, named, manual, &mut out);
+                self.start(flight, from_epoch, named, manual, allowance, &mut out);
                 return out;
             }
             ToObserver::SyncSpawned { flight, pid } => {
@@ -552,6 +554,7 @@ impl DriftObserver {
             // The scheduler's (runner reports) and the notices' (deliveries).
             Input::SyncBusy { .. }
             | Input::SyncDeclined { .. }
+            | Input::SyncOverBudget { .. }
             | Input::SyncStrategyFellBack { .. }
             | Input::SyncSpawned { .. }
             | Input::SyncFinished { .. }
@@ -1000,6 +1003,7 @@ impl DriftObserver {
         from_epoch: u64,
         named: Option<Lifetime>,
         manual: bool,
+        allowance: SyncAllowance,
         out: &mut Vec<Envelope>,
     ) {
         self.record.sync_generation = id.get();
@@ -1016,6 +1020,7 @@ impl DriftObserver {
             flight: id,
             session: named.and_then(|key| self.sessions.key(key)),
             manual,
+            allowance,
         }));
         self.flight = FlightSlot::Running(Box::new(flight));
     }
@@ -1049,6 +1054,12 @@ impl DriftObserver {
         };
         match ending {
             Ending::Declined(reason) => self.settle_declined(*flight, reason, out),
+            Ending::OverBudget(_) => {
+                // The scheduler told the payer (the budget notice); the
+                // graph was not touched by this class of work.
+                self.record.status = self.status_without_claim(&flight);
+                self.pending.merge(flight.paths);
+            }
             Ending::Outcome(SyncOutcome::Succeeded) => {
                 self.settle_succeeded(*flight, from_epoch, payer, out)
             }

@@ -24,6 +24,7 @@ use cgc_fresh_proto::{NoticeCondition, NoticeLevel, SessionStartReason};
 
 use crate::config::WatchMode;
 
+use super::budget::{SyncAllowance, SyncCost};
 use super::flight::FlightId;
 use super::probe::ProbeId;
 use super::session::{ConnectionId, OwnerPid, SessionKey};
@@ -94,8 +95,18 @@ pub enum Input {
     /// a full reconcile instead; `reason` says why (shown to the person,
     /// once per session lifetime). The flight goes on and reports as usual.
     SyncStrategyFellBack { flight: FlightId, reason: String },
-    /// The sync process exists now.
-    SyncSpawned { flight: FlightId, pid: u32 },
+    /// The sync process exists now; `cost` says what its work grows with
+    /// (the payer's slot of that class is consumed).
+    SyncSpawned {
+        flight: FlightId,
+        pid: u32,
+        cost: SyncCost,
+    },
+    /// The sync needs work of a class (`cost`) its `StartSync` did not
+    /// allow: the payer has no slot of it left. Nothing was spawned (for
+    /// this class; a sync that fell back from the other class may have run
+    /// one process already). A terminal report.
+    SyncOverBudget { flight: FlightId, cost: SyncCost },
     /// The sync process is gone; `outcome` says how it ended.
     SyncFinished {
         flight: FlightId,
@@ -227,13 +238,16 @@ pub enum SyncOutcome {
 pub enum Effect {
     /// Start a sync: probe the database lock (and consent), then spawn —
     /// or report `SyncBusy` / `SyncDeclined`. Every `StartSync` must be
-    /// answered by exactly one terminal report (`SyncBusy`, `SyncDeclined`
-    /// or `SyncFinished`), also after a `CancelSync`.
+    /// answered by exactly one terminal report (`SyncBusy`, `SyncDeclined`,
+    /// `SyncOverBudget` or `SyncFinished`), also after a `CancelSync`.
     StartSync {
         flight: FlightId,
         /// The paying session (automatic) or the requesting one (manual).
         session: Option<SessionKey>,
         manual: bool,
+        /// The classes of work it may spawn (the payer's slots left); for
+        /// a class it may not, the shell reports `SyncOverBudget`.
+        allowance: SyncAllowance,
     },
     /// Stop the sync's process group: the session it belonged to ended.
     CancelSync { flight: FlightId },

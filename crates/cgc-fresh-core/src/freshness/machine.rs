@@ -13,6 +13,7 @@ use std::cmp::max;
 
 use cgc_fresh_proto::{NoticeCondition, StateFrame};
 
+use super::budget::SyncCost;
 use super::drift_observer::DriftObserver;
 use super::events::{Effect, Input};
 use super::flight::FlightId;
@@ -213,11 +214,19 @@ impl Freshness {
         self.observer.carriers(session)
     }
 
-    /// Automatic syncs `session` spawned (net of busy refunds); `None` when
-    /// the session is not live.
+    /// Automatic syncs `session` spawned (net of busy refunds), of both
+    /// classes of cost; `None` when the session is not live.
     pub fn automatic_syncs_spawned(&self, session: &str) -> Option<u32> {
+        let whole = self.automatic_syncs_of(session, SyncCost::WholeRepository)?;
+        let changed = self.automatic_syncs_of(session, SyncCost::ChangedFiles)?;
+        Some(whole.saturating_add(changed))
+    }
+
+    /// Automatic syncs of `cost` `session` spawned (net of busy refunds);
+    /// `None` when the session is not live.
+    pub fn automatic_syncs_of(&self, session: &str, cost: SyncCost) -> Option<u32> {
         match self.observer.sessions().known(session) {
-            Known::Live(key) => self.scheduler.automatic_syncs_spawned(key),
+            Known::Live(key) => self.scheduler.automatic_syncs_spawned(key, cost),
             Known::Detached(_) | Known::Ended | Known::Unknown => None,
         }
     }
@@ -277,6 +286,7 @@ pub fn route(input: Input) -> Envelope {
     match input {
         Input::SyncBusy { .. }
         | Input::SyncDeclined { .. }
+        | Input::SyncOverBudget { .. }
         | Input::SyncStrategyFellBack { .. }
         | Input::SyncSpawned { .. }
         | Input::SyncFinished { .. } => Envelope::Scheduler(ToScheduler::Input(input)),

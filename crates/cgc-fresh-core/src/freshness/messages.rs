@@ -15,6 +15,7 @@
 
 use cgc_fresh_proto::NoticeCondition;
 
+use super::budget::{SyncAllowance, SyncCost};
 use super::events::{Effect, Input};
 use super::flight::FlightId;
 use super::session::{Lifetime, SessionKey};
@@ -44,6 +45,8 @@ pub enum ToObserver {
         /// The paying (automatic) or requesting (manual) lifetime.
         named: Option<Lifetime>,
         manual: bool,
+        /// The classes of work it may spawn.
+        allowance: SyncAllowance,
     },
     /// The sync process of `flight` exists.
     SyncSpawned { flight: FlightId, pid: u32 },
@@ -69,6 +72,8 @@ pub enum ToObserver {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ending {
     Declined(String),
+    /// It needed work of a class its payer has no slot of left.
+    OverBudget(SyncCost),
     Outcome(super::events::SyncOutcome),
 }
 

@@ -24,7 +24,9 @@
 //! clock, spawns, or touches a file.
 //!
 //! ```
-//! use cgc_fresh_core::freshness::{Effect, Freshness, FreshnessPolicy, Input, Millis, SyncOutcome};
+//! use cgc_fresh_core::freshness::{
+//!     Effect, Freshness, FreshnessPolicy, Input, Millis, SyncCost, SyncOutcome,
+//! };
 //! use cgc_fresh_proto::{FreshnessStatus, SessionStartReason};
 //!
 //! let mut machine = Freshness::new(FreshnessPolicy::with_defaults("/home/ann/proj"), None, Millis(0));
@@ -42,7 +44,7 @@
 //!
 //! let effects = machine.handle(Millis(510), Input::Wake);
 //! let Some(&Effect::StartSync { flight, .. }) = effects.first() else { panic!() };
-//! machine.handle(Millis(600), Input::SyncSpawned { flight, pid: 4711 });
+//! machine.handle(Millis(600), Input::SyncSpawned { flight, pid: 4711, cost: SyncCost::WholeRepository });
 //! machine.handle(Millis(900), Input::SyncFinished { flight, outcome: SyncOutcome::Succeeded });
 //! assert_eq!(machine.record().status, FreshnessStatus::Fresh);
 //! assert_eq!(machine.next_deadline(), None);
@@ -181,6 +183,7 @@
 //!   dropped with the status.
 
 mod budget;
+pub use budget::{SyncAllowance, SyncCost};
 mod drift_observer;
 mod epoch;
 mod events;

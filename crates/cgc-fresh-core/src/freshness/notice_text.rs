@@ -6,6 +6,7 @@
 //! Facts that come from outside (errors, lock holders) are clipped so a
 //! notice stays a line or two.
 
+use crate::freshness::SyncCost;
 use cgc_fresh_proto::{NoticeCondition, NoticeLevel};
 
 /// The longest excerpt of an outside fact (error text, holder) a notice
@@ -104,12 +105,18 @@ pub fn sync_declined(workspace: &str, reason: &str) -> String {
     )
 }
 
-/// A session used up its automatic syncs.
-pub fn budget_exhausted(workspace: &str, max_syncs: u32) -> String {
+/// A session used up its automatic syncs of a class (`cost`): the sync its
+/// edits need is of that class.
+pub fn budget_exhausted(workspace: &str, cost: SyncCost, max_syncs: u32) -> String {
     let syncs = if max_syncs == 1 { "sync" } else { "syncs" };
+    let kind = match cost {
+        SyncCost::WholeRepository => "whole-repository",
+        SyncCost::ChangedFiles => "incremental",
+    };
     format!(
-        "This session has used its {max_syncs} automatic {syncs} of {workspace}; \
-         the code graph stays possibly stale. To update it, {SYNC_HINT}."
+        "This session has used its {max_syncs} automatic {kind} {syncs} of {workspace} \
+         (`{}`); the code graph stays possibly stale. To update it, {SYNC_HINT}.",
+        cost.key()
     )
 }
 
@@ -352,7 +359,20 @@ mod tests {
 
     #[test]
     fn budget_text_counts_syncs() {
-        assert!(budget_exhausted("/w", 1).contains("1 automatic sync of"));
-        assert!(budget_exhausted("/w", 2).contains("2 automatic syncs of"));
+        let whole = budget_exhausted("/w", SyncCost::WholeRepository, 1);
+        assert!(
+            whole.contains("1 automatic whole-repository sync of"),
+            "{whole}"
+        );
+        assert!(whole.contains("`freshness.maxSyncsPerSession`"), "{whole}");
+        let changed = budget_exhausted("/w", SyncCost::ChangedFiles, 500);
+        assert!(
+            changed.contains("500 automatic incremental syncs of"),
+            "{changed}"
+        );
+        assert!(
+            changed.contains("`freshness.maxIncrementalSyncsPerSession`"),
+            "{changed}"
+        );
     }
 }

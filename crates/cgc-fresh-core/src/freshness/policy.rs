@@ -1,13 +1,20 @@
 //! The configuration the freshness machine decides with.
 //!
 //! The shell builds a [`FreshnessPolicy`] from the effective configuration
-//! (`freshness.autoSync`, `freshness.maxSyncsPerSession`, `freshness.batchMs`,
+//! (`freshness.autoSync`, `freshness.maxSyncsPerSession`,
+//! `freshness.maxIncrementalSyncsPerSession`, `freshness.batchMs`,
 //! `freshness.settleMs`, `freshness.minSyncGapMs`, `freshness.watcherApplyMs`,
 //! `freshness.modifyingTools`, `freshness.shellTools`)
 //! plus the canonical workspace root, and hands a new one over on every reload.
 
-/// `freshness.maxSyncsPerSession` default.
+/// `freshness.maxSyncsPerSession` default: automatic syncs whose work grows
+/// with the repository (see `budget.rs`).
 pub const DEFAULT_MAX_SYNCS_PER_SESSION: u32 = 2;
+/// `freshness.maxIncrementalSyncsPerSession` default: automatic syncs
+/// whose work grows with the changed files. At the 5 s gap, 500 syncs are
+/// 40 minutes of syncs back to back: a long session's every burst of edits
+/// ends in `fresh`, and a runaway loop of edits still stops.
+pub const DEFAULT_MAX_INCREMENTAL_SYNCS_PER_SESSION: u32 = 500;
 /// `freshness.batchMs` default.
 pub const DEFAULT_BATCH_MS: u64 = 500;
 /// `freshness.settleMs` default.
@@ -34,8 +41,17 @@ pub struct FreshnessPolicy {
     /// `freshness.autoSync`: run automatic syncs on drift. Off means edits
     /// only mark the graph possibly stale and a person syncs by hand.
     pub auto_sync: bool,
-    /// `freshness.maxSyncsPerSession`: automatic syncs one session may spawn.
+    /// `freshness.maxSyncsPerSession`: automatic syncs whose work grows
+    /// with the repository (a reconcile) one session may spawn.
     pub max_syncs_per_session: u32,
+    /// `freshness.maxIncrementalSyncsPerSession`: automatic syncs whose
+    /// work grows with the changed files one session may spawn.
+    pub max_incremental_syncs_per_session: u32,
+    /// `cgc.syncStrategy` is `incremental`: a sync may cost only the changed
+    /// files. With any other strategy every sync costs the whole repository,
+    /// so none starts once that class is spent (no start that the shell
+    /// would then refuse as over budget).
+    pub incremental_strategy: bool,
     /// `freshness.batchMs`: the batching window from the first edit of an
     /// episode to the sync it triggers.
     pub batch_ms: u64,
@@ -68,6 +84,8 @@ impl FreshnessPolicy {
         FreshnessPolicy {
             auto_sync: true,
             max_syncs_per_session: DEFAULT_MAX_SYNCS_PER_SESSION,
+            max_incremental_syncs_per_session: DEFAULT_MAX_INCREMENTAL_SYNCS_PER_SESSION,
+            incremental_strategy: true,
             batch_ms: DEFAULT_BATCH_MS,
             settle_ms: DEFAULT_SETTLE_MS,
             min_sync_gap_ms: DEFAULT_MIN_SYNC_GAP_MS,
@@ -81,6 +99,18 @@ impl FreshnessPolicy {
                 .map(|tool| tool.to_string())
                 .collect(),
             workspace_root: workspace_root.into(),
+        }
+    }
+
+    /// One session's automatic-sync limits, per class of cost.
+    pub(crate) fn sync_limits(&self) -> super::budget::SyncLimits {
+        super::budget::SyncLimits {
+            changed_files: if self.incremental_strategy {
+                self.max_incremental_syncs_per_session
+            } else {
+                0
+            },
+            whole_repository: self.max_syncs_per_session,
         }
     }
 
@@ -105,6 +135,7 @@ mod tests {
         let policy = FreshnessPolicy::with_defaults("/ws");
         assert!(policy.auto_sync);
         assert_eq!(policy.max_syncs_per_session, 2);
+        assert_eq!(policy.max_incremental_syncs_per_session, 500);
         assert_eq!(policy.batch_ms, 500);
         assert_eq!(policy.settle_ms, 30_000);
         assert_eq!(policy.min_sync_gap_ms, 5_000);

@@ -75,7 +75,14 @@ enum Op {
     Request {
         name: Option<usize>,
     },
-    Spawn,
+    /// The shell spawns the sync: of the class it prefers (`true`: the
+    /// whole repository) when the start allows it, else of the other; a
+    /// preference of a class the start does not allow is reported as over
+    /// budget when `over` is set.
+    Spawn {
+        whole: bool,
+        over: bool,
+    },
     Busy,
     Declined,
     Finish(usize),
@@ -143,7 +150,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Wake),
         3 => Just(Op::WakeAtDeadline),
         1 => proptest::option::of(0..3usize).prop_map(|name| Op::Request { name }),
-        3 => Just(Op::Spawn),
+        3 => (any::<bool>(), prop::bool::weighted(0.3))
+            .prop_map(|(whole, over)| Op::Spawn { whole, over }),
         1 => Just(Op::Busy),
         1 => Just(Op::Declined),
         4 => (0..8usize).prop_map(Op::Finish),
@@ -169,6 +177,7 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
     (
         prop::bool::weighted(0.85),
         0..=3u32,
+        (0..=3u32, any::<bool>()),
         0..1_500u64,
         1..4_000u64,
         prop_oneof![Just(0u64), 1..6_000u64],
@@ -178,6 +187,7 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
             |(
                 auto_sync,
                 max_syncs_per_session,
+                (max_incremental_syncs_per_session, incremental_strategy),
                 batch_ms,
                 settle_ms,
                 min_sync_gap_ms,
@@ -186,6 +196,8 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
                 FreshnessPolicy {
                     auto_sync,
                     max_syncs_per_session,
+                    max_incremental_syncs_per_session,
+                    incremental_strategy,
                     batch_ms,
                     settle_ms,
                     min_sync_gap_ms,
@@ -216,7 +228,10 @@ struct OpenFlight {
     unsettled_at_start: bool,
     payer: Option<u64>,
     cancelled: bool,
-    spawned: bool,
+    /// The classes of the processes spawned (a sync that falls back from
+    /// the incremental path to a reconcile spawns one of each).
+    spawned: BTreeSet<SyncCost>,
+    allowance: SyncAllowance,
 }
 
 /// What the shadow expects of one step.
@@ -252,7 +267,7 @@ struct World {
     last_start_at: Option<u64>,
     closed: Vec<FlightId>,
     fresh_basis: Option<usize>,
-    spawns: BTreeMap<u64, u32>,
+    spawns: BTreeMap<(u64, SyncCost), u32>,
     delivered: BTreeSet<(u64, NoticeCondition)>,
     emitted: Vec<(&'static str, NoticeCondition)>,
     watcher: WatcherModel,
@@ -313,9 +328,11 @@ impl World {
         let open = self.open.take()?;
         if open.cancelled {
             expect.drained = true;
-        } else if refund && open.spawned {
+        } else if refund {
             if let Some(payer) = open.payer {
-                *self.spawns.entry(payer).or_default() -= 1;
+                for cost in &open.spawned {
+                    *self.spawns.entry((payer, *cost)).or_default() -= 1;
+                }
             }
         }
         self.closed.push(open.id);
@@ -440,18 +457,41 @@ impl World {
                     session: name.map(str::to_string),
                 })
             }
-            Op::Spawn => {
+            Op::Spawn { whole, over } => {
                 let open = self.open.as_mut()?;
+                let preferred = if whole {
+                    SyncCost::WholeRepository
+                } else {
+                    SyncCost::ChangedFiles
+                };
+                if !open.allowance.allows(preferred) && over {
+                    // The shell needs work its payer has no slot for.
+                    let flight = self.close(expect, false)?;
+                    return Some(Input::SyncOverBudget {
+                        flight,
+                        cost: preferred,
+                    });
+                }
+                let other = if whole {
+                    SyncCost::ChangedFiles
+                } else {
+                    SyncCost::WholeRepository
+                };
+                let cost = if open.allowance.allows(preferred) {
+                    preferred
+                } else {
+                    other
+                };
                 expect.silent = true;
-                if !open.cancelled && !open.spawned {
-                    open.spawned = true;
+                if !open.cancelled && open.spawned.insert(cost) {
                     if let Some(payer) = open.payer {
-                        *self.spawns.entry(payer).or_default() += 1;
+                        *self.spawns.entry((payer, cost)).or_default() += 1;
                     }
                 }
                 Some(Input::SyncSpawned {
                     flight: open.id,
                     pid: 42,
+                    cost,
                 })
             }
             Op::Busy => {
@@ -669,6 +709,7 @@ impl World {
                     flight,
                     session,
                     manual,
+                    allowance,
                 } => {
                     prop_assert!(self.open.is_none(), "a second flight: {:?}", effects);
                     prop_assert!(
@@ -701,17 +742,37 @@ impl World {
                         let lifetime = self.live.get(name).map(|(_, lifetime)| *lifetime);
                         prop_assert!(lifetime.is_some(), "payer {} is not live", name);
                         let lifetime = lifetime.unwrap_or_default();
-                        let spent = self.spawns.get(&lifetime).copied().unwrap_or(0);
-                        prop_assert!(spent < self.policy.max_syncs_per_session);
+                        let spent = |cost| self.spawns.get(&(lifetime, cost)).copied().unwrap_or(0);
+                        // The start allows exactly the classes with a slot
+                        // left, and at least one.
+                        prop_assert_eq!(
+                            *allowance,
+                            SyncAllowance {
+                                changed_files: self.policy.incremental_strategy
+                                    && spent(SyncCost::ChangedFiles)
+                                        < self.policy.max_incremental_syncs_per_session,
+                                whole_repository: spent(SyncCost::WholeRepository)
+                                    < self.policy.max_syncs_per_session,
+                            }
+                        );
+                        prop_assert!(allowance.any(), "a start with no slot of either class");
                         Some(lifetime)
                     };
+                    if *manual {
+                        prop_assert_eq!(
+                            *allowance,
+                            SyncAllowance::ANY,
+                            "a manual sync is not budgeted"
+                        );
+                    }
                     self.open = Some(OpenFlight {
                         id: *flight,
                         edits_at_start: self.edits.len(),
                         unsettled_at_start: self.any_unsettled(),
                         payer,
                         cancelled: false,
-                        spawned: false,
+                        spawned: BTreeSet::new(),
+                        allowance: *allowance,
                     });
                     self.last_flight = Some(*flight);
                     started = true;
@@ -859,9 +920,13 @@ impl World {
             );
         }
 
-        // Budget: automatic spawns per session within the limit.
-        for spent in self.spawns.values() {
-            prop_assert!(*spent <= self.policy.max_syncs_per_session);
+        // Budget: automatic spawns per session and class within the limit.
+        for ((_, cost), spent) in &self.spawns {
+            let max = match cost {
+                SyncCost::ChangedFiles => self.policy.max_incremental_syncs_per_session,
+                SyncCost::WholeRepository => self.policy.max_syncs_per_session,
+            };
+            prop_assert!(*spent <= max, "{} {:?} syncs over {}", spent, cost, max);
         }
 
         // Deadlines: none while a sync runs; none overdue after a wake; none
@@ -927,6 +992,8 @@ fn a_stale_applied_report_does_not_cover_an_edit_made_during_start_up() {
     let policy = FreshnessPolicy {
         auto_sync: false,
         max_syncs_per_session: 0,
+        max_incremental_syncs_per_session: 0,
+        incremental_strategy: true,
         batch_ms: 0,
         settle_ms: 1,
         min_sync_gap_ms: 0,

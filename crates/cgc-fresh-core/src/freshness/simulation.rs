@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use cgc_fresh_proto::{FreshnessStatus, NoticeCondition, SessionStartReason};
 use proptest::prelude::*;
 
+use super::budget::{SyncAllowance, SyncCost};
 use super::drift_observer::DriftObserver;
 use super::events::{Effect, Input, SyncOutcome};
 use super::flight::FlightId;
@@ -155,6 +156,7 @@ struct ShadowEdit {
 struct Job {
     flight: FlightId,
     session: Option<SessionKey>,
+    allowance: SyncAllowance,
     spawned: bool,
     cancelled: bool,
 }
@@ -330,7 +332,10 @@ impl Sim {
     fn shell(&mut self, effect: Effect) -> Result<(), TestCaseError> {
         match effect {
             Effect::StartSync {
-                flight, session, ..
+                flight,
+                session,
+                allowance,
+                ..
             } => {
                 prop_assert!(
                     self.jobs.iter().all(|job| job.cancelled),
@@ -340,6 +345,7 @@ impl Sim {
                 self.jobs.push_back(Job {
                     flight,
                     session,
+                    allowance,
                     spawned: false,
                     cancelled: false,
                 });
@@ -493,7 +499,17 @@ impl Sim {
                 if let Some(job) = self.jobs.iter_mut().find(|job| !job.spawned) {
                     job.spawned = true;
                     let flight = job.flight;
-                    self.input(Input::SyncSpawned { flight, pid: 4711 })?;
+                    // The shell spawns only a class the start allows.
+                    let cost = if job.allowance.allows(SyncCost::WholeRepository) {
+                        SyncCost::WholeRepository
+                    } else {
+                        SyncCost::ChangedFiles
+                    };
+                    self.input(Input::SyncSpawned {
+                        flight,
+                        pid: 4711,
+                        cost,
+                    })?;
                 }
             }
             Op::RunnerFinish(index) => {
@@ -679,6 +695,8 @@ fn policy() -> impl Strategy<Value = FreshnessPolicy> {
             |(auto_sync, max_syncs_per_session, batch_ms, settle_ms)| FreshnessPolicy {
                 auto_sync,
                 max_syncs_per_session,
+                max_incremental_syncs_per_session: max_syncs_per_session,
+                incremental_strategy: true,
                 batch_ms,
                 settle_ms,
                 min_sync_gap_ms: MIN_SYNC_GAP_MS,

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use cgc_fresh_proto::NoticeCondition;
 
 use super::budget::SyncBudget;
+use super::budget::{SyncAllowance, SyncCost};
 use super::events::{Effect, Input, SyncOutcome};
 use super::flight::{FlightId, QueuedSync, SyncKind};
 use super::messages::{
@@ -77,8 +78,30 @@ struct RunningSync {
     /// Whether an edit or a shell command was still settling when it was
     /// decided (as the observer last said).
     unsettled_at_start: bool,
-    /// Whether the payer's slot was consumed (at spawn).
-    slot_consumed: bool,
+    /// The classes of work it may spawn (the payer's slots left when it
+    /// started; both for a manual sync).
+    allowance: SyncAllowance,
+    /// The payer's slots it consumed (at spawn), per class: a sync that
+    /// falls back from the incremental path to a reconcile spends one of
+    /// each.
+    consumed_changed_files: bool,
+    consumed_whole_repository: bool,
+}
+
+impl RunningSync {
+    fn consumed(&self, cost: SyncCost) -> bool {
+        match cost {
+            SyncCost::ChangedFiles => self.consumed_changed_files,
+            SyncCost::WholeRepository => self.consumed_whole_repository,
+        }
+    }
+
+    fn mark_consumed(&mut self, cost: SyncCost) {
+        match cost {
+            SyncCost::ChangedFiles => self.consumed_changed_files = true,
+            SyncCost::WholeRepository => self.consumed_whole_repository = true,
+        }
+    }
 }
 
 impl SyncScheduler {
@@ -293,11 +316,15 @@ impl SyncScheduler {
         self.queued.is_some()
     }
 
-    /// Automatic syncs `lifetime` spawned (net of busy refunds).
-    pub(crate) fn automatic_syncs_spawned(&self, lifetime: Lifetime) -> Option<u32> {
+    /// Automatic syncs of `cost` `lifetime` spawned (net of busy refunds).
+    pub(crate) fn automatic_syncs_spawned(
+        &self,
+        lifetime: Lifetime,
+        cost: SyncCost,
+    ) -> Option<u32> {
         self.budgets
             .get(&lifetime)
-            .map(|budget| budget.budget.spawned())
+            .map(|budget| budget.budget.spawned(cost))
     }
 
     /// The payer of the running automatic sync (for the simulation).
@@ -431,7 +458,7 @@ impl SyncScheduler {
         match queued.kind {
             SyncKind::Manual { requester } => {
                 self.queued = None;
-                self.start(None, requester, out);
+                self.start(None, requester, SyncAllowance::ANY, out);
             }
             SyncKind::Automatic { payer } => {
                 if self.gate.unsettled || self.gate.awaiting_answer {
@@ -441,7 +468,6 @@ impl SyncScheduler {
                 if !self.policy.auto_sync {
                     return;
                 }
-                let max_syncs = self.policy.max_syncs_per_session;
                 // Drift this session cannot pay for is the next
                 // lifetime's to sync; a detached lifetime's work stopped.
                 self.unpaid_drift = true;
@@ -451,17 +477,20 @@ impl SyncScheduler {
                 if budget.budget.is_failing() {
                     return;
                 }
-                if !budget.budget.has_slot(max_syncs) {
-                    let text =
-                        notice_text::budget_exhausted(&self.policy.workspace_root, max_syncs);
-                    out.push(Envelope::Notices(ToNotices::Offer {
-                        audience: Audience::One(payer),
-                        condition: NoticeCondition::BudgetExhausted,
-                        text: OfferText::Ready(text),
-                    }));
+                let limits = self.policy.sync_limits();
+                let allowance = budget.budget.allowance(limits);
+                if !allowance.any() {
+                    // Both classes are spent: the notice names the one the
+                    // session's syncs usually are.
+                    let cost = if limits.changed_files > 0 {
+                        SyncCost::ChangedFiles
+                    } else {
+                        SyncCost::WholeRepository
+                    };
+                    self.offer_budget_exhausted(payer, cost, out);
                     return;
                 }
-                self.start(Some(payer), Some(payer), out);
+                self.start(Some(payer), Some(payer), allowance, out);
             }
         }
     }
@@ -469,7 +498,13 @@ impl SyncScheduler {
     /// Decides a sync from the epoch the observer last told, and tells the
     /// observer (which snapshots what it covers and asks the shell to start
     /// it).
-    fn start(&mut self, payer: Option<Lifetime>, named: Option<Lifetime>, out: &mut Vec<Envelope>) {
+    fn start(
+        &mut self,
+        payer: Option<Lifetime>,
+        named: Option<Lifetime>,
+        allowance: SyncAllowance,
+        out: &mut Vec<Envelope>,
+    ) {
         self.generation = self.generation.saturating_add(1);
         self.last_start = Some(self.now);
         self.unpaid_drift = false;
@@ -480,13 +515,31 @@ impl SyncScheduler {
             payer,
             from_epoch,
             unsettled_at_start: self.gate.unsettled,
-            slot_consumed: false,
+            allowance,
+            consumed_changed_files: false,
+            consumed_whole_repository: false,
         });
         out.push(Envelope::Observer(ToObserver::SyncStarted {
             flight: id,
             from_epoch,
             named,
             manual: payer.is_none(),
+            allowance,
+        }));
+    }
+
+    /// Spec, "Budget exhausted": `payer` has no slot for work of `cost`
+    /// (the notice is offered once per lifetime; the ledger keeps count).
+    fn offer_budget_exhausted(&self, payer: Lifetime, cost: SyncCost, out: &mut Vec<Envelope>) {
+        let max = match cost {
+            SyncCost::ChangedFiles => self.policy.max_incremental_syncs_per_session,
+            SyncCost::WholeRepository => self.policy.max_syncs_per_session,
+        };
+        let text = notice_text::budget_exhausted(&self.policy.workspace_root, cost, max);
+        out.push(Envelope::Notices(ToNotices::Offer {
+            audience: Audience::One(payer),
+            condition: NoticeCondition::BudgetExhausted,
+            text: OfferText::Ready(text),
         }));
     }
 
@@ -497,7 +550,17 @@ impl SyncScheduler {
                 let text = notice_text::strategy_fell_back(&self.policy.workspace_root, &reason);
                 offer_to_all(NoticeCondition::SyncStrategyFellBack, text, out);
             }
-            Input::SyncSpawned { flight, pid } => self.spawned(flight, pid, out),
+            Input::SyncSpawned { flight, pid, cost } => self.spawned(flight, pid, cost, out),
+            Input::SyncOverBudget { flight, cost } => {
+                if let Slot::Running(running) = self.flight {
+                    if running.id == flight {
+                        if let Some(payer) = running.payer {
+                            self.offer_budget_exhausted(payer, cost, out);
+                        }
+                    }
+                }
+                self.end_flight(now, flight, Ending::OverBudget(cost), out)
+            }
             Input::SyncBusy { flight, holder } => self.end_flight(
                 now,
                 flight,
@@ -516,8 +579,8 @@ impl SyncScheduler {
     }
 
     /// The sync process exists: an automatic sync consumes its payer's slot
-    /// now, once.
-    fn spawned(&mut self, id: FlightId, pid: u32, out: &mut Vec<Envelope>) {
+    /// of the class it costs now, once per class.
+    fn spawned(&mut self, id: FlightId, pid: u32, cost: SyncCost, out: &mut Vec<Envelope>) {
         let Slot::Running(flight) = &mut self.flight else {
             return;
         };
@@ -528,13 +591,13 @@ impl SyncScheduler {
             flight: id,
             pid,
         }));
-        if flight.slot_consumed {
+        if flight.consumed(cost) {
             return;
         }
         if let Some(payer) = flight.payer {
-            flight.slot_consumed = true;
+            flight.mark_consumed(cost);
             if let Some(budget) = self.budgets.get_mut(&payer) {
-                budget.budget.consume_slot();
+                budget.budget.consume_slot(cost);
             }
         }
     }
@@ -560,6 +623,7 @@ impl SyncScheduler {
         out.push(Envelope::Notices(ToNotices::EpisodeOver));
         match &ending {
             Ending::Declined(_)
+            | Ending::OverBudget(_)
             | Ending::Outcome(SyncOutcome::NotApplied { .. })
             | Ending::Outcome(SyncOutcome::Busy { .. }) => {
                 // Retrying at once would end the same way.
@@ -590,9 +654,11 @@ impl SyncScheduler {
         }
         if let Ending::Outcome(SyncOutcome::Busy { .. }) = ending {
             // Spec, "Sync skipped when busy": no slot is consumed.
-            if flight.slot_consumed {
-                if let Some(budget) = flight.payer.and_then(|payer| self.budgets.get_mut(&payer)) {
-                    budget.budget.refund_slot();
+            if let Some(budget) = flight.payer.and_then(|payer| self.budgets.get_mut(&payer)) {
+                for cost in [SyncCost::ChangedFiles, SyncCost::WholeRepository] {
+                    if flight.consumed(cost) {
+                        budget.budget.refund_slot(cost);
+                    }
                 }
             }
         }
@@ -632,7 +698,7 @@ impl SyncScheduler {
                 ..
             }) => self.budgets.get(&payer).is_some_and(|budget| {
                 !budget.budget.is_failing()
-                    && budget.budget.has_slot(self.policy.max_syncs_per_session)
+                    && budget.budget.allowance(self.policy.sync_limits()).any()
             }),
         }
     }

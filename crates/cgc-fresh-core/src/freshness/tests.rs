@@ -9,10 +9,21 @@ use crate::config::WatchMode;
 
 const ROOT: &str = "/home/ann/proj";
 
+/// What an automatic sync of the bench may spawn: `policy()` has no
+/// incremental allowance.
+const RECONCILES: SyncAllowance = SyncAllowance {
+    changed_files: false,
+    whole_repository: true,
+};
+
 fn policy() -> FreshnessPolicy {
     FreshnessPolicy {
         auto_sync: true,
         max_syncs_per_session: 2,
+        // The bench's shell runs reconciles, the syncs the spec's budget
+        // counts; the incremental class has tests of its own.
+        max_incremental_syncs_per_session: 0,
+        incremental_strategy: true,
         batch_ms: 500,
         settle_ms: 30_000,
         // The scenarios below are about other rules; the gap has its own.
@@ -138,7 +149,13 @@ impl Bench {
     }
 
     fn spawned(&mut self, flight: FlightId) -> Vec<Effect> {
-        self.send(Input::SyncSpawned { flight, pid: 4711 })
+        // The scenarios' syncs are reconciles (the spec's budget counts
+        // them); the incremental class has its own tests.
+        self.send(Input::SyncSpawned {
+            flight,
+            pid: 4711,
+            cost: SyncCost::WholeRepository,
+        })
     }
 
     fn finish(&mut self, flight: FlightId, outcome: SyncOutcome) -> Vec<Effect> {
@@ -357,6 +374,7 @@ fn first_drift_triggers_a_background_sync() {
         flight,
         session: Some(bench.key("s1")),
         manual: false,
+        allowance: RECONCILES,
     }));
     assert_eq!(bench.status(), FreshnessStatus::Syncing);
     assert!(bench.machine.state_frame().syncing);
@@ -429,6 +447,198 @@ fn sync_skipped_when_busy() {
         notices(&effects).is_empty(),
         "the busy notice was delivered this session"
     );
+}
+
+/// The incremental class (`budget.rs`): one session, twelve edits each
+/// synced by the incremental worker. The spec's budget of one whole-
+/// repository sync is not touched, every sync ends `fresh`.
+#[test]
+fn incremental_syncs_draw_on_their_own_allowance_and_leave_the_specs_budget_whole() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 1,
+        max_incremental_syncs_per_session: 500,
+        incremental_strategy: true,
+        ..policy()
+    });
+    bench.start("s1");
+    for round in 0..12u64 {
+        let at = 1_000 + round * 6_000;
+        bench.at(at).settled_edit("s1", &format!("m{round}.py"));
+        let effects = bench.at(at + 500).wake();
+        let flight = started(&effects).unwrap_or_else(|| panic!("round {round}: {effects:?}"));
+        assert!(effects.contains(&Effect::StartSync {
+            flight,
+            session: Some(bench.key("s1")),
+            manual: false,
+            allowance: SyncAllowance::ANY,
+        }));
+        bench.send(Input::SyncSpawned {
+            flight,
+            pid: 4711,
+            cost: SyncCost::ChangedFiles,
+        });
+        bench.at(at + 1_500).finish(flight, SyncOutcome::Succeeded);
+        assert_eq!(bench.status(), FreshnessStatus::Fresh, "round {round}");
+    }
+    let of = |cost| bench.machine.automatic_syncs_of("s1", cost);
+    assert_eq!(of(SyncCost::ChangedFiles), Some(12));
+    assert_eq!(of(SyncCost::WholeRepository), Some(0));
+}
+
+/// Spec, "Budget exhausted", for the class the spec's key counts: once the
+/// session's whole-repository slot is spent, a sync that needs the whole
+/// repository again (the shell's `SyncOverBudget`) spawns nothing, the
+/// state stays possibly stale, and the notice names the key.
+#[test]
+fn a_sync_needing_the_whole_repository_past_its_budget_spawns_nothing_and_says_so() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 1,
+        max_incremental_syncs_per_session: 500,
+        incremental_strategy: true,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    bench.sync_to_success(); // a reconcile: the one whole-repository slot
+
+    bench.at(10_000).settled_edit("s1", "b.rs");
+    let effects = bench.at(10_500).wake();
+    let flight = started(&effects).expect("the incremental class has slots");
+    assert!(effects.contains(&Effect::StartSync {
+        flight,
+        session: Some(bench.key("s1")),
+        manual: false,
+        allowance: SyncAllowance {
+            changed_files: true,
+            whole_repository: false,
+        },
+    }));
+    let effects = bench.at(10_510).send(Input::SyncOverBudget {
+        flight,
+        cost: SyncCost::WholeRepository,
+    });
+    assert_eq!(
+        notices(&effects),
+        [pair("s1", NoticeCondition::BudgetExhausted)]
+    );
+    let text = notice_text(&effects, NoticeCondition::BudgetExhausted);
+    assert!(text.contains("`freshness.maxSyncsPerSession`"), "{text}");
+    assert!(text.contains("cgc-fresh sync"), "{text}");
+    bench.deliver("s1", NoticeCondition::BudgetExhausted);
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(
+        bench.machine.next_deadline(),
+        None,
+        "no retry of the same refusal"
+    );
+    let of = |bench: &Bench, cost| bench.machine.automatic_syncs_of("s1", cost);
+    assert_eq!(of(&bench, SyncCost::WholeRepository), Some(1));
+    assert_eq!(of(&bench, SyncCost::ChangedFiles), Some(0));
+
+    // A sync that falls back from the incremental path needs a slot of
+    // each: its spawn of the worker consumed one, the reconcile has none.
+    bench.at(20_000).settled_edit("s1", "c.rs");
+    let flight = started(&bench.at(20_500).wake()).expect("started");
+    bench.send(Input::SyncSpawned {
+        flight,
+        pid: 4712,
+        cost: SyncCost::ChangedFiles,
+    });
+    let effects = bench.at(21_000).send(Input::SyncOverBudget {
+        flight,
+        cost: SyncCost::WholeRepository,
+    });
+    assert!(
+        notices(&effects).is_empty(),
+        "the notice flows once: {effects:?}"
+    );
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+    assert_eq!(of(&bench, SyncCost::ChangedFiles), Some(1));
+}
+
+/// With a strategy other than `incremental` every sync costs the whole
+/// repository: once that budget is spent nothing starts (no `syncing` the
+/// shell would then refuse), whatever the incremental allowance.
+#[test]
+fn with_a_whole_repository_strategy_the_specs_budget_alone_decides() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 1,
+        max_incremental_syncs_per_session: 500,
+        incremental_strategy: false,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.rs");
+    bench.sync_to_success();
+    bench.at(10_000).settled_edit("s1", "b.rs");
+    let effects = bench.at(10_500).wake();
+    assert_eq!(started(&effects), None, "no start past the budget");
+    let text = notice_text(&effects, NoticeCondition::BudgetExhausted);
+    assert!(text.contains("`freshness.maxSyncsPerSession`"), "{text}");
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+/// The incremental allowance runs out like the spec's budget: no start, one
+/// notice naming its key.
+#[test]
+fn the_incremental_allowance_runs_out_with_a_notice_naming_its_key() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 0,
+        max_incremental_syncs_per_session: 2,
+        incremental_strategy: true,
+        ..policy()
+    });
+    bench.start("s1");
+    for round in 0..2u64 {
+        let at = 1_000 + round * 6_000;
+        bench.at(at).settled_edit("s1", "a.py");
+        let flight = started(&bench.at(at + 500).wake()).expect("a slot left");
+        bench.send(Input::SyncSpawned {
+            flight,
+            pid: 4711,
+            cost: SyncCost::ChangedFiles,
+        });
+        bench.at(at + 1_000).finish(flight, SyncOutcome::Succeeded);
+    }
+    bench.at(20_000).settled_edit("s1", "a.py");
+    let effects = bench.at(20_500).wake();
+    assert_eq!(started(&effects), None, "no slot of either class");
+    let text = notice_text(&effects, NoticeCondition::BudgetExhausted);
+    assert!(text.contains("2 automatic incremental syncs"), "{text}");
+    assert!(
+        text.contains("`freshness.maxIncrementalSyncsPerSession`"),
+        "{text}"
+    );
+    assert_eq!(bench.status(), FreshnessStatus::PossiblyStale);
+}
+
+/// A busy spawn gives back the slot of the class it consumed, and only it.
+#[test]
+fn a_busy_incremental_sync_gives_back_its_incremental_slot() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        max_syncs_per_session: 1,
+        max_incremental_syncs_per_session: 1,
+        incremental_strategy: true,
+        ..policy()
+    });
+    bench.start("s1");
+    bench.at(1_000).settled_edit("s1", "a.py");
+    let flight = started(&bench.at(1_500).wake()).expect("started");
+    bench.send(Input::SyncSpawned {
+        flight,
+        pid: 4711,
+        cost: SyncCost::ChangedFiles,
+    });
+    let of = |bench: &Bench, cost| bench.machine.automatic_syncs_of("s1", cost);
+    assert_eq!(of(&bench, SyncCost::ChangedFiles), Some(1));
+    bench.at(1_600).send(Input::SyncFinished {
+        flight,
+        outcome: SyncOutcome::Busy {
+            holder: "pid 9: cgc watch .".into(),
+        },
+    });
+    assert_eq!(of(&bench, SyncCost::ChangedFiles), Some(0));
+    assert_eq!(of(&bench, SyncCost::WholeRepository), Some(0));
 }
 
 #[test]
@@ -640,7 +850,8 @@ fn a_resumed_session_marks_drift() {
     assert!(effects.contains(&Effect::StartSync {
         flight: FlightId(1),
         session: Some(bench.key("s1")),
-        manual: false
+        manual: false,
+        allowance: RECONCILES,
     }));
 
     // A resumed session under a new name works the same way.
@@ -681,7 +892,8 @@ fn the_sync_budget_rearms_per_session() {
     assert!(effects.contains(&Effect::StartSync {
         flight: FlightId(2),
         session: Some(bench.key("s2")),
-        manual: false
+        manual: false,
+        allowance: RECONCILES,
     }));
 
     // Replacement of a live session by a new instance re-arms too.
@@ -1037,7 +1249,8 @@ fn an_edit_unsettled_at_the_start_is_not_fresh() {
     assert!(effects.contains(&Effect::StartSync {
         flight,
         session: Some(bench.key("s1")),
-        manual: true
+        manual: true,
+        allowance: SyncAllowance::ANY,
     }));
     bench.at(1_300).result("s1");
     let effects = bench.at(2_000).finish(flight, SyncOutcome::Succeeded);
@@ -1056,7 +1269,8 @@ fn an_edit_unsettled_at_the_start_is_not_fresh() {
     assert!(effects.contains(&Effect::StartSync {
         flight: follow_up,
         session: Some(bench.key("s1")),
-        manual: false
+        manual: false,
+        allowance: RECONCILES,
     }));
     bench.at(3_000).finish(follow_up, SyncOutcome::Succeeded);
     assert_eq!(bench.status(), FreshnessStatus::Fresh);
@@ -1257,7 +1471,8 @@ fn a_thousand_requests_after_an_edit_during_a_flight_start_one_follow_up() {
     assert!(effects.contains(&Effect::StartSync {
         flight: follow_up,
         session: Some(bench.key("s1")),
-        manual: true
+        manual: true,
+        allowance: SyncAllowance::ANY,
     }));
     let effects = bench.at(3_000).finish(follow_up, SyncOutcome::Succeeded);
     assert_eq!(started(&effects), None);
@@ -1358,7 +1573,8 @@ fn the_latest_editor_pays_for_the_automatic_sync() {
     assert!(effects.contains(&Effect::StartSync {
         flight: FlightId(1),
         session: Some(bench.key("s2")),
-        manual: false
+        manual: false,
+        allowance: RECONCILES,
     }));
     bench.spawned(FlightId(1));
     assert_eq!(bench.machine.automatic_syncs_spawned("s1"), Some(0));
@@ -2510,7 +2726,8 @@ fn a_session_ended_before_its_lazy_sync_leaves_the_sync_to_the_next_lifetime() {
     assert!(effects.contains(&Effect::StartSync {
         flight: FlightId(1),
         session: Some(bench.key("s2")),
-        manual: false
+        manual: false,
+        allowance: RECONCILES,
     }));
     let flight = bench.machine.current_flight().unwrap();
     bench.spawned(flight);

@@ -195,6 +195,11 @@ fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
     FreshnessPolicy {
         auto_sync: settings.freshness.auto_sync,
         max_syncs_per_session: settings.freshness.max_syncs_per_session,
+        max_incremental_syncs_per_session: settings.freshness.max_incremental_syncs_per_session,
+        incremental_strategy: matches!(
+            settings.cgc.sync_strategy,
+            cgc_fresh_core::config::SyncStrategy::Incremental
+        ),
         batch_ms: settings.freshness.batch_ms,
         settle_ms: settings.freshness.settle_ms,
         min_sync_gap_ms: settings.freshness.min_sync_gap_ms,
@@ -470,6 +475,7 @@ impl DriftObserverActor {
                 flight,
                 session,
                 manual,
+                allowance,
             } => {
                 tracing::info!(
                     component = COMPONENT,
@@ -477,7 +483,8 @@ impl DriftObserverActor {
                     event = "sync_starting",
                     flight = flight.0,
                     session = session.as_ref().map(tracing::field::display),
-                    manual
+                    manual,
+                    may_spawn = ?allowance
                 );
                 // What CGC indexes may have changed unseen: read anew.
                 self.index_rules = None;
@@ -493,6 +500,7 @@ impl DriftObserverActor {
                         flight,
                         session,
                         paths: self.machine.flight_paths(flight),
+                        allowance,
                     },
                     cancelled: false,
                 });
@@ -1480,7 +1488,9 @@ impl Handler<SyncNoted> for DriftObserverActor {
             SyncEvent::Finished(outcome) => {
                 self.sync_ended(flight, matches!(outcome, SyncOutcome::Succeeded))
             }
-            SyncEvent::Busy { .. } | SyncEvent::Declined { .. } => self.sync_ended(flight, false),
+            SyncEvent::Busy { .. } | SyncEvent::Declined { .. } | SyncEvent::OverBudget { .. } => {
+                self.sync_ended(flight, false)
+            }
             SyncEvent::Spawned { .. } => {}
             SyncEvent::Strategy { note, fallback, .. } => {
                 // Which strategy runs, and why when it is a fallback: shown

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::{Settings, SyncStrategy};
-use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncOutcome};
+use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncAllowance, SyncCost, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
     classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
     is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
@@ -62,6 +62,9 @@ pub struct RunSync {
     /// workspace. A plain list: whoever knows of more changed files (a
     /// manifest diff) may add them.
     pub paths: Option<Vec<String>>,
+    /// The classes of work it may spawn (the payer's slots left): work of
+    /// another class ends the run with `OverBudget`, nothing spawned.
+    pub allowance: SyncAllowance,
 }
 
 /// The driver, shipped inside the binary.
@@ -151,8 +154,13 @@ pub enum SyncEvent {
     Busy { holder: String },
     /// Not allowed to run (not indexed and `autoCreate` is off).
     Declined { reason: String },
-    /// The sync process exists now.
-    Spawned { pid: u32 },
+    /// A sync process exists now, of this class of cost (reported once
+    /// per class: a driver run that falls back to a reconcile reports
+    /// both).
+    Spawned { pid: u32, cost: SyncCost },
+    /// The sync needs work of a class its run does not allow: nothing (more)
+    /// is spawned.
+    OverBudget { cost: SyncCost },
     /// What the sync runs, and why when it is not the configured strategy
     /// (sent before `Finished`, for the status `detail`).
     /// `driver_unavailable`: the fallback is because the installed CGC
@@ -239,10 +247,31 @@ struct Run {
     facts: SyncRunFacts,
     /// What was asked of the child so far (sent once its id is known).
     end_requested: Option<EndRequest>,
-    /// `Spawned` went to the machine (a very fast child may exit before
-    /// the spawn reply is processed; the report must still come first).
-    spawned_reported: bool,
+    /// The classes whose `Spawned` went to the machine (a very fast child
+    /// may exit before the spawn reply is processed; the report must still
+    /// come first).
+    spawned_reported: BTreeSet<SyncCost>,
+    allowance: SyncAllowance,
     timer: Option<SpawnHandle>,
+}
+
+impl Run {
+    /// The class of cost of what the sync phase runs.
+    fn cost(&self) -> SyncCost {
+        match self.active {
+            Some(Active::Driver { .. }) => SyncCost::ChangedFiles,
+            _ => SyncCost::WholeRepository,
+        }
+    }
+
+    /// The `Spawned` report for process `pid`, unless its class was
+    /// reported already.
+    fn spawned_report(&mut self, pid: u32) -> Option<SyncEvent> {
+        let cost = self.cost();
+        self.spawned_reported
+            .insert(cost)
+            .then_some(SyncEvent::Spawned { pid, cost })
+    }
 }
 
 pub struct SyncRunner {
@@ -350,7 +379,10 @@ impl SyncRunner {
         tracing::info!(component = COMPONENT, event = "sync_report", flight = flight.0, report = ?event);
         let ended = matches!(
             event,
-            SyncEvent::Busy { .. } | SyncEvent::Declined { .. } | SyncEvent::Finished(_)
+            SyncEvent::Busy { .. }
+                | SyncEvent::Declined { .. }
+                | SyncEvent::OverBudget { .. }
+                | SyncEvent::Finished(_)
         );
         self.report_to.do_send(SyncReport { flight, event });
         if ended {
@@ -447,14 +479,8 @@ impl SyncRunner {
                             Duration::from_millis(act.settings.cgc.maintenance_timeout_ms);
                         run.timer =
                             Some(ctx.run_later(timeout, move |act, _| act.timed_out(flight)));
-                        if !run.spawned_reported {
-                            run.spawned_reported = true;
-                            act.report(
-                                flight,
-                                SyncEvent::Spawned {
-                                    pid: started.pid as u32,
-                                },
-                            );
+                        if let Some(event) = run.spawned_report(started.pid as u32) {
+                            act.report(flight, event);
                         }
                     } else {
                         let timeout = Duration::from_millis(act.settings.cgc.timeout_ms);
@@ -508,6 +534,24 @@ impl SyncRunner {
         }
     }
 
+    /// Ends the run with `OverBudget` when its allowance has no slot for
+    /// work of `cost` (the machine tells the payer; nothing is spawned).
+    /// An incremental sync is never swapped for a reconcile to stay within
+    /// a budget, nor the other way round: each class pays for itself.
+    fn over_budget(&mut self, cost: SyncCost) -> bool {
+        let Some(run) = self.run.as_ref() else {
+            return false;
+        };
+        if run.allowance.allows(cost) {
+            return false;
+        }
+        let flight = run.flight;
+        self.run = None;
+        tracing::info!(component = COMPONENT, event = "sync_over_budget", flight = flight.0, cost = ?cost);
+        self.report(flight, SyncEvent::OverBudget { cost });
+        true
+    }
+
     /// Runs the strategy's `cgc` command; `fallback` says why it replaces
     /// the configured `incremental`.
     fn start_command(
@@ -516,6 +560,9 @@ impl SyncRunner {
         fallback: Option<String>,
         ctx: &mut Context<Self>,
     ) {
+        if self.over_budget(SyncCost::WholeRepository) {
+            return;
+        }
         let Some(run) = self.run.as_mut() else { return };
         let flight = run.flight;
         run.phase = Phase::Syncing { child: None };
@@ -676,6 +723,9 @@ impl SyncRunner {
     }
 
     fn start_driver(&mut self, paths: Vec<String>, ctx: &mut Context<Self>) {
+        if self.over_budget(SyncCost::ChangedFiles) {
+            return;
+        }
         // A worker already running needs nothing written or spawned.
         let command = match self.worker {
             Some(_) => None,
@@ -721,8 +771,9 @@ impl SyncRunner {
                 let Some(run) = self.run.as_mut() else { return };
                 run.phase.set_child(worker.id);
                 run.timer = Some(ctx.run_later(timeout, move |act, _| act.timed_out(flight)));
-                run.spawned_reported = true;
-                self.report(flight, SyncEvent::Spawned { pid: worker.pid });
+                if let Some(event) = run.spawned_report(worker.pid) {
+                    self.report(flight, event);
+                }
                 self.send_request(worker.id, serial, &paths, ctx);
             }
             (None, Some((program, argv))) => self.spawn_worker(program, argv, ctx),
@@ -1029,7 +1080,7 @@ impl SyncRunner {
                     run.phase = Phase::Syncing { child: None };
                     run.facts = SyncRunFacts::default();
                     run.end_requested = None;
-                    run.spawned_reported = false;
+                    run.spawned_reported.clear();
                     self.run = Some(run);
                     self.start_sync(ctx);
                 } else {
@@ -1087,9 +1138,8 @@ impl SyncRunner {
                 }
             }
             Phase::Syncing { .. } => {
-                if !run.spawned_reported {
-                    run.spawned_reported = true;
-                    self.report(run.flight, SyncEvent::Spawned { pid: pid as u32 });
+                if let Some(event) = run.spawned_report(pid as u32) {
+                    self.report(run.flight, event);
                 }
                 run.facts.exit_code = code;
                 run.facts.signal = signal;
@@ -1502,7 +1552,8 @@ impl SyncRunner {
             phase: Phase::Syncing { child: None },
             facts: SyncRunFacts::default(),
             end_requested: None,
-            spawned_reported: false,
+            spawned_reported: BTreeSet::new(),
+            allowance: msg.allowance,
             timer: None,
         };
         self.run = Some(run);

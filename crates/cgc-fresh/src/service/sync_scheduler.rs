@@ -162,7 +162,8 @@ impl Handler<SyncReport> for SyncSchedulerActor {
         let input = match msg.event {
             SyncEvent::Busy { holder } => Input::SyncBusy { flight, holder },
             SyncEvent::Declined { reason } => Input::SyncDeclined { flight, reason },
-            SyncEvent::Spawned { pid } => Input::SyncSpawned { flight, pid },
+            SyncEvent::Spawned { pid, cost } => Input::SyncSpawned { flight, pid, cost },
+            SyncEvent::OverBudget { cost } => Input::SyncOverBudget { flight, cost },
             SyncEvent::Finished(outcome) => Input::SyncFinished { flight, outcome },
             // Told to the person once per session lifetime, only when the
             // installed CGC cannot run the incremental driver.
