@@ -778,7 +778,7 @@ on_every_backend!(
 
 // ---- The driver's worker ---------------------------------------------------
 
-fn worker_pids(service: &Service) -> Vec<i64> {
+pub(crate) fn worker_pids(service: &Service) -> Vec<i64> {
     service
         .log_events("driver_worker_started")
         .iter()

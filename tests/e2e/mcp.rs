@@ -365,6 +365,118 @@ fn with_mcp_connected_an_edit_is_read_back_at_once_and_no_sync_is_skipped_busy()
     assert_eq!(mcp.close(), Some(0));
 }
 
+/// Whether process `pid` holds a POSIX lock (`/proc/locks`): Kùzu's
+/// write lock on the database file, while the worker keeps it open.
+fn holds_a_posix_lock(pid: i64) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    locks.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&"POSIX") && fields.get(4) == Some(&pid.to_string().as_str())
+    })
+}
+
+#[test]
+fn with_the_database_held_between_calls_a_sync_releases_it_first_and_the_hold_ends_by_itself() {
+    let Some(cgc) = real_cgc() else { return };
+    let sandbox = Sandbox::new();
+    let ws = sandbox.workspace();
+    let cli = indexed_workspace(&sandbox, &cgc, &GraphBackend::Kuzu);
+    let service = service_with(
+        &sandbox,
+        &cli,
+        &cgc,
+        &[
+            ("CGC_MCP_READ_YOUR_WRITES_MS", "60000"),
+            ("CGC_MCP_HOLD_DATABASE_MS", "4000"),
+        ],
+    );
+    let mut conn = open_session(&service, "s1");
+    conn.request(json!({"type": "sync"}), 77);
+    wait_synced_fresh(&mut conn);
+
+    let mut mcp = Mcp::ours(&sandbox, &service);
+    mcp.request("initialize", json!({}));
+    assert!(function_names(&mut mcp).contains(&"first".to_string()));
+    let worker = *crate::incremental::worker_pids(&service)
+        .last()
+        .expect("a worker answered");
+    // The answer is out and the worker still has the database open
+    // (its Kùzu write lock), for the next call.
+    assert!(
+        holds_a_posix_lock(worker),
+        "the worker does not hold the database after a call asked it to"
+    );
+    let held_calls = service.log_events("mcp_request_started");
+    assert!(
+        held_calls.iter().any(|e| e["hold_ms"] == 4000),
+        "{held_calls:?}"
+    );
+
+    // The person's `cgc-fresh sync`: the runner asks the worker to
+    // release the database, and the sync runs once it has.
+    conn.request(json!({"type": "sync"}), 78);
+    wait_synced_fresh(&mut conn);
+    let releases: Vec<Value> = service
+        .log_events("mcp_answered")
+        .into_iter()
+        .filter(|e| e["tool"] == "release")
+        .collect();
+    assert!(
+        releases.iter().any(|e| e["ok"] == true),
+        "no release before the sync: {releases:?}"
+    );
+    let deferred = service.log_events("sync_deferred_behind_mcp");
+    assert!(
+        deferred
+            .iter()
+            .any(|e| e["behind"] == "the database the worker holds"),
+        "{deferred:?}"
+    );
+    assert!(function_names(&mut mcp).contains(&"first".to_string()));
+
+    // An agent's edit while the database is held: the worker closes it
+    // before the sync (here the prepare that precedes it does), and the
+    // call that waited for the sync reads the new name.
+    conn.send(json!({"type": "tool_call", "session": "s1", "tool": "edit", "paths": ["pkg/a.py"]}));
+    replace_in(&ws, "pkg/a.py", "def first(", "def first_renamed(");
+    let ack = conn.request(
+        json!({"type": "tool_result", "session": "s1", "tool": "edit", "ok": true}),
+        100,
+    );
+    assert_eq!(ack["type"], "ack", "{ack}");
+    let names = function_names(&mut mcp);
+    assert!(names.contains(&"first_renamed".to_string()), "{names:?}");
+    assert!(!names.contains(&"first".to_string()), "{names:?}");
+    let log = service.log_text();
+    assert!(!log.contains("skipped_busy"), "a sync was skipped as busy");
+    assert!(
+        !service
+            .log_events("sync_report")
+            .iter()
+            .any(|e| e["report"].as_str().is_some_and(|r| r.contains("Busy"))),
+        "a sync found the database busy"
+    );
+
+    // No request for the hold: the worker closes the database by itself,
+    // and the person's own `cgc` has it.
+    let worker = *crate::incremental::worker_pids(&service).last().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while holds_a_posix_lock(worker) {
+        assert!(
+            Instant::now() < deadline,
+            "the worker kept the database past its hold"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        crate::support::is_alive(worker as i32),
+        "the worker lives on"
+    );
+    let rows = cli.query("MATCH (f:Function) WHERE f.name = 'first_renamed' RETURN f.name AS name");
+    assert_eq!(rows.len(), 1, "the person's cgc query: {rows:?}");
+    assert_eq!(mcp.close(), Some(0));
+}
+
 #[test]
 fn bad_input_is_answered_and_serving_goes_on() {
     let Some(cgc) = real_cgc() else { return };

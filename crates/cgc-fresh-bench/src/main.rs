@@ -165,6 +165,10 @@ enum Bench {
         /// paired with a plain edit timed until its sync settles.
         #[arg(long, default_value_t = 20)]
         edits: usize,
+        /// `mcp.holdDatabaseMs` for the service (0, the default: every call
+        /// opens and closes the database).
+        #[arg(long, default_value_t = 0)]
+        hold_ms: u64,
     },
     /// Peak memory with a requester and a subscriber that never read (fake cgc).
     SlowReader {
@@ -274,12 +278,14 @@ fn run() -> Result<()> {
             modules,
             queries,
             edits,
+            hold_ms,
         } => benches::mcp::run(
             &tools,
             &McpOptions {
                 modules,
                 queries,
                 edits,
+                hold_ms,
             },
         ),
         Bench::All { idle_seconds } => {

@@ -816,6 +816,7 @@ RESOLUTION_MEMO_MODULE = "incremental-resolution-memo.py"
 STORED_EDGES_MODULE = "incremental-stored-edges.py"
 FALKORDB_INDEX_MODULE = "incremental-falkordb-index.py"
 SELF_CHECK_MODULE = "incremental-self-check.py"
+WORKER_PAUSES_MODULE = "incremental-worker-pauses.py"
 BACKEND_PIN_MODULE = "incremental-backend-pin.py"
 MCP_TOOLS_MODULE = "incremental-mcp-tools.py"
 
@@ -2211,53 +2212,53 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024
 
 def serve(opts):
     """The long-lived worker: CGC stays imported between syncs, and the
-    database is open only while a request is applied. One request per
-    stdin line, `{"serial": N, "paths": [REL_PATH, ...]}`; one result line
-    per request, as `apply` prints it plus `serial` and `exit` (the exit
-    code `apply` would have ended with). A line `{"prepare": true}` asks
-    for step 1 ahead of the next request and is not answered (see
-    `PreparedTree`). Python's cyclic collector runs only between requests
-    (`release_memory`). Ends at end of input, after
+    database is open only while a request is applied (or, for MCP calls
+    that ask for it, until their hold passes: `mcp_tools.CallDatabase`).
+    One request per stdin line, `{"serial": N, "paths": [REL_PATH, ...]}`;
+    one result line per request, as `apply` prints it plus `serial` and
+    `exit` (the exit code `apply` would have ended with). A line
+    `{"prepare": true}` asks for step 1 ahead of the next request and is
+    not answered (see `PreparedTree`). Python's cyclic collector runs only
+    between requests (`release_memory`). Ends at end of input, after
     `--idle-exit` seconds without a request, on SIGINT/SIGTERM (128+n),
     and after any request that did not end with 0 or 3 (its state, or the
     graph's, is in doubt: the next sync starts a fresh process).
 
     The work a request leaves for later waits for a pause without a
-    request: the MCP call that waited for a sync (read-your-writes) comes
-    just after the sync's answer, and an agent's calls come back to back;
-    each is answered first. The memo's digest of what a sync's close left
-    (`StoredEdgeMemo.settle`) waits `SETTLE_PAUSE_S`, well inside the
-    0.4 s a person's `cgc` takes to import before it opens the database
-    (whose close would make the digest impossible); the collection waits
-    `COLLECT_PAUSE_S`, or runs after `MCP_CALLS_PER_COLLECTION` calls
-    without a pause, so a long burst stays bounded."""
+    request (`worker_pauses.py`: the memo's digest, the collection, the
+    held database's close); a held database is closed before any other
+    request and before the worker ends."""
     import gc
-    import select
 
     SERVING.append(True)
     # The collector runs only between requests (`release_memory`): paused
     # for a request alone (`CollectorPaused`), it collected as soon as the
     # request ended — before its answer was out.
     gc.disable()
-    pending = b""
-    # Work left for a pause (see above), and MCP calls since a collection.
-    settle_due = collect_due = False
-    calls_since_collection = 0
-    while True:
+    tools = load_companion(MCP_TOOLS_MODULE, "cgc_fresh_mcp_tools")
+    pauses = load_companion(WORKER_PAUSES_MODULE, "cgc_fresh_worker_pauses").WorkerPauses(opts["idle_exit"])
+    database = tools.CallDatabase(open_database, close_database, stored_edge_memo)
+    try:
+        return serve_lines(opts, tools, pauses, database)
+    except Interrupted as exc:
+        return 128 + exc.signum
+    finally:
         try:
-            while b"\n" not in pending:
-                pause = SETTLE_PAUSE_S if settle_due else COLLECT_PAUSE_S if collect_due else opts["idle_exit"]
-                ready, _w, _x = select.select([0], [], [], pause)
-                if not ready and settle_due:
-                    settle_memo()
-                    settle_due = False
-                    continue
-                if not ready and collect_due:
-                    release_memory()
-                    collect_due, calls_since_collection = False, 0
-                    continue
-                if not ready:
-                    return EXIT_OK
+            database.release()
+        except (Exception, SystemExit, Interrupted) as exc:  # noqa: BLE001 - the worker ends either way
+            print(f"cgc-fresh: the held database did not close: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def serve_lines(opts, tools, pauses, database):
+    """`serve`'s loop (see there); `Interrupted` passes through."""
+    import select
+
+    pending = b""
+    while True:
+        while b"\n" not in pending:
+            action, pause = pauses.next(time.monotonic())
+            ready, _w, _x = select.select([0], [], [], pause)
+            if ready:
                 chunk = os.read(0, 65536)
                 if not chunk:
                     return EXIT_OK
@@ -2266,35 +2267,34 @@ def serve(opts):
                     emit({"protocol": PROTOCOL, "ok": False, "exit": EXIT_USAGE,
                           "error": f"a request longer than {MAX_REQUEST_BYTES} bytes"})
                     return EXIT_USAGE
-        except Interrupted as exc:
-            return 128 + exc.signum
+            elif action == "settle":
+                settle_memo()
+                pauses.settled()
+            elif action == "collect":
+                release_memory()
+                pauses.collected()
+            elif action == "release":
+                database.release()
+                pauses.released()
+            else:
+                return EXIT_OK
         line, pending = pending.split(b"\n", 1)
         serial = None
         try:
             request = json.loads(line)
-            if isinstance(request, dict) and ("tool" in request or "tools" in request):
-                # An MCP tool list or call (`mcp_tools.py`), answered between syncs.
-                try:
-                    tools = load_companion(MCP_TOOLS_MODULE, "cgc_fresh_mcp_tools")
-                    tools.serve_request(
-                        request, tools.CallDatabase(open_database, close_database, stored_edge_memo()),
-                        lambda data: os.write(REAL_STDOUT, data), Interrupted)
-                    calls_since_collection += 1
-                    collect_due = True
-                    if calls_since_collection >= MCP_CALLS_PER_COLLECTION:
-                        release_memory()
-                        collect_due, calls_since_collection = False, 0
-                except Interrupted as exc:
-                    return 128 + exc.signum
+            if tools.is_request(request):
+                # An MCP tool list, call or release (`mcp_tools.py`),
+                # answered between syncs.
+                tools.serve_request(request, database, lambda data: os.write(REAL_STDOUT, data), Interrupted)
+                if pauses.after_call(time.monotonic(), tools.hold_seconds(request), database.holding):
+                    release_memory()
                 continue
             if isinstance(request, dict) and request.get("prepare") is True:
-                try:
-                    run_prepare(opts)
-                except Interrupted as exc:
-                    return 128 + exc.signum
+                database.release()
+                run_prepare(opts)
                 # The request it was for is usually waiting already: it
                 # goes first, and the collection follows in a pause.
-                collect_due = True
+                pauses.after_prepare()
                 continue
             serial = request.get("serial")
             paths = request["paths"]
@@ -2304,19 +2304,13 @@ def serve(opts):
             emit({"protocol": PROTOCOL, "ok": False, "exit": EXIT_USAGE, "serial": serial,
                   "error": f"not a request: {exc}"})
             continue
+        database.release()
         result, code = run_request(opts, paths)
         result.update(serial=serial, exit=code)
         emit(result)
         if code not in (EXIT_OK, EXIT_UNSUPPORTED):
             return code
-        settle_due = collect_due = True
-
-
-# `serve`'s pauses (seconds without a request) before the work a request
-# left, and the MCP calls answered back to back before a collection.
-SETTLE_PAUSE_S = 0.05
-COLLECT_PAUSE_S = 0.2
-MCP_CALLS_PER_COLLECTION = 32
+        pauses.after_sync()
 
 
 def settle_memo():

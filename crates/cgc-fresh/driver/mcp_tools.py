@@ -4,13 +4,18 @@
 schemas, result shapes) while no process holds the embedded database
 between requests: the service hands each tool call to the workspace's
 worker (`incremental.py`'s `serve`), which opens the database for the
-call alone, runs CGC's own handler, closes it, and answers with what
+call alone (or, when the person chose `mcp.holdDatabaseMs`, for a burst
+of calls), runs CGC's own handler, closes it, and answers with what
 `cgc mcp start` would have put in its JSON-RPC response.
 
 Requests (one stdin line of the worker each, dispatched by `serve`):
 - `{"serial": N, "tools": "list"}`: the tools `cgc mcp start` lists here
   and its `initialize` result;
-- `{"serial": N, "tool": {"name": NAME, "arguments": {...}}}`: one call.
+- `{"serial": N, "tool": {"name": NAME, "arguments": {...}}, "hold_ms": H}`:
+  one call; with `hold_ms` > 0 the database stays open for the next call
+  until `H` ms pass without a request (`CallDatabase`);
+- `{"serial": N, "tools": "release"}`: close a held database (the service
+  asks before anything else needs it), answered `{"released": true}`.
 
 The answer is `{"serial": N, "mcp": {"result": ...}}` or
 `{"serial": N, "mcp": {"error": {...}}}`: the `result` or `error` member
@@ -113,14 +118,23 @@ def is_request(request):
 
 
 class CallDatabase:
-    """The database for one tool call: opened the way the worker's syncs
-    open it, and closed before the answer is out (the person's own `cgc`
-    works as soon as the agent has its answer).
+    """The database for the worker's tool calls: opened the way the
+    worker's syncs open it, and by default closed before the answer is
+    out (the person's own `cgc` works as soon as the agent has its
+    answer).
+
+    A call may ask for the database to be *held* (`hold=True`, the
+    service's `mcp.holdDatabaseMs` > 0): it stays open after the answer
+    and the next call uses it as it is, without Kùzu's open and
+    checkpoint (most of a call's time). Whoever owns the worker's loop
+    releases it — after the hold's pause without a request, before any
+    other request (a sync, a prepare), on `{"tools": "release"}`, and
+    before the worker exits — with `release()`.
 
     `open_database(repo, timings)` → (db_manager, graph_builder, finder,
     context) and `close_database(db_manager)` → whether it closed cleanly
-    are the driver's; `memo` is the worker's stored-edge memo, or None.
-    The tools offered here only read (`execute_cypher_query` refuses
+    are the driver's; `memo()` gives the worker's stored-edge memo, or
+    None. The tools offered here only read (`execute_cypher_query` refuses
     writes in CGC itself, the writing tools are in `REFUSED`), so a clean
     close leaves the file as the open found it but for its header page,
     and the memo is told (`StoredEdgeMemo.read_only_closed`): whether it
@@ -132,31 +146,59 @@ class CallDatabase:
         self._open = open_database
         self._close = close_database
         self._memo = memo
+        # (repo, db_manager, graph_builder, finder, memo held at the open)
+        self._held = None
 
-    def open(self, repo):
-        """(db_manager, graph_builder, finder, close): `close()` closes it."""
-        db_manager, graph_builder, finder, _ctx = self._open(repo, {})
+    @property
+    def holding(self):
+        return self._held is not None
+
+    def open(self, repo, hold=False):
+        """(db_manager, graph_builder, finder, done): `done(failed)` ends
+        the call — the database is closed unless the call holds it and
+        did not fail (a handler that failed may have left it in doubt)."""
+        if self._held is not None and self._held[0] != repo:
+            self.release()
+        if self._held is None:
+            db_manager, graph_builder, finder, _ctx = self._open(repo, {})
+            db_path = getattr(db_manager, "db_path", None)
+            memo = self._memo()
+            # Under the lock: is the file the one the memo kept (by
+            # identity, or by contents compared before the open)?
+            memo_held = memo is not None and memo.left_as_it_was(db_path, compare=False)
+            self._held = (repo, db_manager, graph_builder, finder, memo_held)
+        _repo, db_manager, graph_builder, finder, _memo_held = self._held
+
+        def done(failed=False):
+            if failed or not hold:
+                self.release()
+
+        return db_manager, graph_builder, finder, done
+
+    def release(self):
+        """Closes the database if it is open; nothing otherwise."""
+        if self._held is None:
+            return
+        _repo, db_manager, _builder, _finder, memo_held = self._held
+        self._held = None
         db_path = getattr(db_manager, "db_path", None)
-        # Under the lock: is the file the one the memo kept (by identity,
-        # or by contents compared before the open)?
-        held = self._memo is not None and self._memo.left_as_it_was(db_path, compare=False)
-
-        def close():
-            try:
-                backend = db_manager.get_backend_type()
-            except Exception:  # noqa: BLE001 - an unknown backend is not remembered
-                backend = None
-            cleanly = self._close(db_manager)
-            if self._memo is not None and cleanly:
-                self._memo.read_only_closed(backend, db_path, memo_held=held)
-
-        return db_manager, graph_builder, finder, close
+        try:
+            backend = db_manager.get_backend_type()
+        except Exception:  # noqa: BLE001 - an unknown backend is not remembered
+            backend = None
+        cleanly = self._close(db_manager)
+        memo = self._memo()
+        if memo is not None and cleanly:
+            memo.read_only_closed(backend, db_path, memo_held=memo_held)
 
 
 def answer(request, database, repo):
     """The `mcp` member answering `request` (see the module's text), with
     the database opened through `database` (a `CallDatabase`) for a call
     alone."""
+    if request.get("tools") == "release":
+        database.release()
+        return {"result": {"released": True}}
     if request.get("tools") == "list":
         cgc = Cgc0613()
         srv = cgc.shell(repo)
@@ -180,12 +222,25 @@ def answer(request, database, repo):
         # What CGC's own routing answers, without opening the database.
         return {"error": {"code": -32000, "message": "Tool execution error",
                           "data": {"error": f"Unknown tool: {name}"}}}
-    db_manager, graph_builder, finder, close = database.open(repo)
+    hold = hold_seconds(request) > 0
+    db_manager, graph_builder, finder, done = database.open(repo, hold=hold)
+    failed = True
     try:
         srv = cgc.shell(repo, db_manager=db_manager, code_finder=finder, graph_builder=graph_builder)
-        return cgc.call(srv, name, arguments)
+        member = cgc.call(srv, name, arguments)
+        failed = False
+        return member
     finally:
-        close()
+        done(failed)
+
+
+def hold_seconds(request):
+    """How long after answering `request` the worker keeps the database
+    open for the next call (0: not at all)."""
+    hold_ms = request.get("hold_ms") if isinstance(request, dict) and "tool" in request else None
+    if isinstance(hold_ms, bool) or not isinstance(hold_ms, int) or hold_ms <= 0:
+        return 0.0
+    return hold_ms / 1000.0
 
 
 def emit_chunks(write, serial, member):

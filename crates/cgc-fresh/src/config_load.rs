@@ -734,6 +734,12 @@ mod tests {
                 json!(3000),
             ),
             (
+                Key::McpHoldDatabaseMs,
+                [json!(500), json!(1000), json!(2000)],
+                "3000",
+                json!(3000),
+            ),
+            (
                 Key::SupervisorStopGraceMs,
                 [json!(1), json!(2), json!(3)],
                 "4",

@@ -67,6 +67,8 @@ pub struct McpOptions {
     pub queries: usize,
     /// Read-your-writes samples in (b), each paired with a plain edit.
     pub edits: usize,
+    /// `mcp.holdDatabaseMs` for the service.
+    pub hold_ms: u64,
 }
 
 /// One tool call of the mix.
@@ -184,7 +186,11 @@ pub fn run(tools: &Tools, opts: &McpOptions) -> Result<()> {
     record_manifest(tools, &sandbox, &cgc, &state_home)?;
 
     let log = sandbox.root().join("serve-incremental.log");
-    let env = real_service_env(&cgc, "incremental", &state_home);
+    let mut env = real_service_env(&cgc, "incremental", &state_home);
+    env.push((
+        "CGC_MCP_HOLD_DATABASE_MS".to_string(),
+        opts.hold_ms.to_string(),
+    ));
     let mut service = Service::start(&tools.service_bin, &sandbox, &env, Log::File(log.clone()))?;
 
     let warmup = query_mix(opts.modules, WARMUP_CALLS, opts.queries);
@@ -247,7 +253,8 @@ pub fn run(tools: &Tools, opts: &McpOptions) -> Result<()> {
          recorded by a no-op sync (`CGC_SYNC_STRATEGY='custom: --version'`) right after the \
          index, instead of a reconcile: the graph is what `cgc index .` built from that very \
          tree. The service: `CGC_SYNC_STRATEGY=incremental`, `CGC_GLOBAL_ARGS=--db kuzudb`, \
-         other settings default (batchMs = 500 ms, mcp.readYourWritesMs = 3 000 ms). \
+         mcp.holdDatabaseMs = {hold} ms, other settings default (batchMs = 500 ms, \
+         mcp.readYourWritesMs = 3 000 ms). \
          (a): {WARMUP_CALLS} untimed calls per server first; `cgc-fresh mcp` ran (and exited) \
          before `cgc mcp start` started, while the service idled (no edit pending, its worker \
          alive between requests). Latency: request line written to the server's stdin → \
@@ -262,6 +269,7 @@ pub fn run(tools: &Tools, opts: &McpOptions) -> Result<()> {
          handler, closed it); sync: the driver's own total.",
         fmt_duration(index_time),
         fmt_count(files),
+        hold = opts.hold_ms,
     ));
     Ok(())
 }

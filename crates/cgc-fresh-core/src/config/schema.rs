@@ -305,6 +305,15 @@ settings! {
         /// answer never says which; the wait is logged. 0 = never wait.
         McpReadYourWritesMs: read_your_writes_ms = "readYourWritesMs", u64, default 3_000,
             kind Millis, env "CGC_MCP_READ_YOUR_WRITES_MS";
+        /// How long (milliseconds, >= 0) the worker keeps the database open after
+        /// answering a `cgc-fresh mcp` tool call, for the next call to use as it is.
+        /// 0 = closed after every call: no process holds an embedded database
+        /// between requests. More makes a burst of calls several times faster, but
+        /// the person's own `cgc` finds the database locked until the hold has
+        /// passed (the service releases it before its own syncs). Ignored with
+        /// `freshness.watch = "on"` (the watcher needs the database).
+        McpHoldDatabaseMs: hold_database_ms = "holdDatabaseMs", u64, default 0,
+            kind Millis, env "CGC_MCP_HOLD_DATABASE_MS";
     }
     /// The `supervisor.*` keys.
     [supervisor] SupervisorSettings {

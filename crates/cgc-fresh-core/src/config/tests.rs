@@ -385,6 +385,7 @@ precedence_tests! {
     precedence_service_idle_exit_ms: Key::ServiceIdleExitMs, [1000, 2000, 3000], "0" => 0;
     precedence_service_max_line_bytes: Key::ServiceMaxLineBytes, [2048, 4096, 8192], "16384" => 16384;
     precedence_mcp_read_your_writes_ms: Key::McpReadYourWritesMs, [0, 1000, 2000], "3000" => 3000;
+    precedence_mcp_hold_database_ms: Key::McpHoldDatabaseMs, [500, 1000, 2000], "3000" => 3000;
     precedence_supervisor_stop_grace_ms: Key::SupervisorStopGraceMs, [1000, 2000, 3000], "4000" => 4000;
 }
 
@@ -503,6 +504,12 @@ fn env_var_names_set_exactly_their_keys() {
         (
             "CGC_MCP_READ_YOUR_WRITES_MS",
             "mcp.readYourWritesMs",
+            "9",
+            json!(9),
+        ),
+        (
+            "CGC_MCP_HOLD_DATABASE_MS",
+            "mcp.holdDatabaseMs",
             "9",
             json!(9),
         ),

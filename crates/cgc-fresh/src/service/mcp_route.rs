@@ -34,16 +34,23 @@ pub enum McpAsk {
     Tools,
     /// `tools/call`.
     Call { name: String, arguments: Value },
+    /// Not a client's: the runner asks the worker to close a database a
+    /// call held (`mcp.holdDatabaseMs`) before anything else needs it.
+    Release,
 }
 
 impl McpAsk {
-    /// The worker's request line for it.
-    pub fn worker_line(&self, serial: u64) -> String {
+    /// The worker's request line for it; a call asks the worker to keep
+    /// the database open `hold_ms` after its answer (0: close it).
+    pub fn worker_line(&self, serial: u64, hold_ms: u64) -> String {
         let mut line = match self {
             McpAsk::Tools => json!({ "serial": serial, "tools": "list" }),
-            McpAsk::Call { name, arguments } => {
-                json!({ "serial": serial, "tool": { "name": name, "arguments": arguments } })
-            }
+            McpAsk::Call { name, arguments } => json!({
+                "serial": serial,
+                "tool": { "name": name, "arguments": arguments },
+                "hold_ms": hold_ms,
+            }),
+            McpAsk::Release => json!({ "serial": serial, "tools": "release" }),
         }
         .to_string();
         line.push('\n');
@@ -55,6 +62,7 @@ impl McpAsk {
         match self {
             McpAsk::Tools => "tools/list",
             McpAsk::Call { name, .. } => name,
+            McpAsk::Release => "release",
         }
     }
 }
@@ -218,12 +226,16 @@ mod tests {
             name: "find_code".into(),
             arguments: json!({"query": "a"}),
         };
-        let line: Value = serde_json::from_str(ask.worker_line(3).trim_end()).unwrap();
+        let line: Value = serde_json::from_str(ask.worker_line(3, 250).trim_end()).unwrap();
         assert_eq!(
             line,
-            json!({"serial": 3, "tool": {"name": "find_code", "arguments": {"query": "a"}}})
+            json!({"serial": 3, "tool": {"name": "find_code", "arguments": {"query": "a"}}, "hold_ms": 250})
         );
-        let line: Value = serde_json::from_str(McpAsk::Tools.worker_line(4).trim_end()).unwrap();
+        let line: Value =
+            serde_json::from_str(McpAsk::Tools.worker_line(4, 250).trim_end()).unwrap();
         assert_eq!(line, json!({"serial": 4, "tools": "list"}));
+        let line: Value =
+            serde_json::from_str(McpAsk::Release.worker_line(5, 0).trim_end()).unwrap();
+        assert_eq!(line, json!({"serial": 5, "tools": "release"}));
     }
 }

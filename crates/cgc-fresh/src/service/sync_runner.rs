@@ -32,10 +32,10 @@ use cgc_fresh_core::sync_plan::{
     DRIVER_EXIT_UNSUPPORTED,
 };
 
-use super::mcp_route::{
-    internal_error, Assembled, Assembler, McpRequest, CHUNK_PREFIX, MAX_WAITING_MCP_REQUESTS,
-    MCP_TOOLS_MODULE, MCP_TOOLS_MODULE_FILE,
-};
+mod mcp_calls;
+
+use self::mcp_calls::{ActiveMcp, PumpMcp};
+use super::mcp_route::{McpRequest, MCP_TOOLS_MODULE, MCP_TOOLS_MODULE_FILE};
 use crate::process::busy::find_lock_holder;
 use crate::process::cgc_markers::{
     is_watch_ready_line, is_watch_stopping_line, output_has_backend_fallback, output_has_lock_error,
@@ -91,6 +91,10 @@ pub const FALKORDB_INDEX_MODULE_FILE: &str = "incremental-falkordb-index.py";
 /// (`driver/self_check.py`), installed next to the driver.
 pub const SELF_CHECK_MODULE: &str = include_str!("../../driver/self_check.py");
 pub const SELF_CHECK_MODULE_FILE: &str = "incremental-self-check.py";
+/// What the worker does when no request comes (the digest, the collection,
+/// a held database's close), installed next to the driver.
+pub const WORKER_PAUSES_MODULE: &str = include_str!("../../driver/worker_pauses.py");
+pub const WORKER_PAUSES_MODULE_FILE: &str = "incremental-worker-pauses.py";
 /// The backend pin (`driver/backend_pin.py`): CGC's configured backend,
 /// FalkorDB Lite's start-up patience, and the refusal to write to another
 /// backend CGC fell back to; installed next to the driver.
@@ -306,24 +310,11 @@ pub struct SyncRunner {
     /// it starts once the answer is out (the worker is the database's one
     /// owner; a sync started meanwhile would find it holding the lock).
     deferred_sync: Option<RunSync>,
+    /// The worker that may keep the database open after an MCP call
+    /// (`mcp.holdDatabaseMs`): released before any sync (`mcp_calls.rs`).
+    database_held_by: Option<u64>,
     me: Option<Addr<SyncRunner>>,
 }
-
-/// The MCP request being answered.
-struct ActiveMcp {
-    request: McpRequest,
-    serial: u64,
-    /// The worker asked (`None` while one is being started for it).
-    worker: Option<u64>,
-    assembler: Assembler,
-    timer: Option<SpawnHandle>,
-    started: std::time::Instant,
-}
-
-/// Look at the MCP queue (something that held it back ended).
-#[derive(Message)]
-#[rtype(result = "()")]
-struct PumpMcp;
 
 /// The incremental driver as a long-lived child: CGC stays imported and
 /// the parse cache warm between syncs; it opens the database only while it
@@ -361,6 +352,7 @@ impl SyncRunner {
             mcp_queue: std::collections::VecDeque::new(),
             mcp_active: None,
             deferred_sync: None,
+            database_held_by: None,
             me: None,
             probe: None,
             must_reconcile: None,
@@ -672,6 +664,7 @@ impl SyncRunner {
         let check_module = self.driver_path.with_file_name(SELF_CHECK_MODULE_FILE);
         let pin_module = self.driver_path.with_file_name(BACKEND_PIN_MODULE_FILE);
         let mcp_module = self.driver_path.with_file_name(MCP_TOOLS_MODULE_FILE);
+        let pauses_module = self.driver_path.with_file_name(WORKER_PAUSES_MODULE_FILE);
         for (path, text) in [
             (&self.driver_path, INCREMENTAL_DRIVER),
             (&cache_module, PARSE_CACHE_MODULE),
@@ -681,6 +674,7 @@ impl SyncRunner {
             (&check_module, SELF_CHECK_MODULE),
             (&pin_module, BACKEND_PIN_MODULE),
             (&mcp_module, MCP_TOOLS_MODULE),
+            (&pauses_module, WORKER_PAUSES_MODULE),
         ] {
             crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())
@@ -882,6 +876,8 @@ impl SyncRunner {
             serial,
             files = paths.len()
         );
+        // The worker closes a database it held before it applies.
+        self.database_held_by = None;
         self.write_to_worker(id, worker_request(serial, paths), ctx);
     }
 
@@ -1265,257 +1261,24 @@ impl Actor for SyncRunner {
     }
 }
 
-// ---- MCP requests (`cgc-fresh mcp`) ------------------------------------------
-
-impl SyncRunner {
-    /// Starts the next MCP request when nothing holds the worker: no sync
-    /// runs, no other request is answered. A sync deferred behind the last
-    /// answer goes first.
-    fn pump_mcp(&mut self, ctx: &mut Context<Self>) {
-        if self.run.is_some() || self.mcp_active.is_some() {
-            return;
-        }
-        if let Some(sync) = self.deferred_sync.take() {
-            tracing::info!(
-                component = COMPONENT,
-                event = "deferred_sync_started",
-                flight = sync.flight.0
-            );
-            self.run_sync(sync, ctx);
-            if self.run.is_some() {
-                return;
-            }
-        }
-        let Some(request) = self.mcp_queue.pop_front() else {
-            return;
-        };
-        if !request.reply_to.is_open() {
-            tracing::info!(
-                component = COMPONENT,
-                event = "mcp_request_dropped",
-                tool = request.ask.tool(),
-                reason = "its connection closed"
-            );
-            ctx.notify(PumpMcp);
-            return;
-        }
-        self.next_serial += 1;
-        let serial = self.next_serial;
-        let timeout = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);
-        let timer = ctx.run_later(timeout, move |act, ctx| act.mcp_timed_out(serial, ctx));
-        tracing::info!(
-            component = COMPONENT,
-            event = "mcp_request_started",
-            serial,
-            tool = request.ask.tool(),
-            worker = self.worker.map(|w| w.pid)
-        );
-        let line = request.ask.worker_line(serial);
-        self.mcp_active = Some(ActiveMcp {
-            request,
-            serial,
-            worker: None,
-            assembler: Assembler::default(),
-            timer: Some(timer),
-            started: std::time::Instant::now(),
-        });
-        if self.worker.is_some_and(|w| w.stale) {
-            self.drop_worker("the cgc settings changed");
-        }
-        if let Some(worker) = self.worker {
-            if let Some(active) = self.mcp_active.as_mut() {
-                active.worker = Some(worker.id);
-            }
-            self.write_to_worker(worker.id, line, ctx);
-            return;
-        }
-        match self.driver_command() {
-            Ok((program, argv)) => self.spawn_mcp_worker(program, argv, serial, line, ctx),
-            Err(reason) => self.finish_mcp(
-                internal_error(format!("{DRIVER_UNAVAILABLE}: {reason}")),
-                ctx,
-            ),
-        }
-    }
-
-    /// Starts a worker for MCP request `serial` (none runs) and sends it
-    /// `line` once it exists.
-    fn spawn_mcp_worker(
-        &mut self,
-        program: PathBuf,
-        argv: Vec<String>,
-        serial: u64,
-        line: String,
-        ctx: &mut Context<Self>,
-    ) {
-        let Some(argv) = self.worker_spawn_argv(argv) else {
-            return;
-        };
-        let request = self.supervisor.send(SpawnChild {
-            program,
-            args: argv,
-            env_set: vec![("ENABLE_AUTO_WATCH".to_string(), "false".to_string())],
-            kind: ChildKind::Worker,
-            session: None,
-            requester: ctx.address().recipient(),
-            piped_stdin: true,
-        });
-        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-            let started = match result {
-                Ok(Ok(started)) => started,
-                Ok(Err(error)) => {
-                    act.finish_mcp(
-                        internal_error(format!("cannot start the worker: {error}")),
-                        ctx,
-                    );
-                    return;
-                }
-                Err(mailbox) => {
-                    act.finish_mcp(
-                        internal_error(format!("cannot start the worker: {mailbox}")),
-                        ctx,
-                    );
-                    return;
-                }
-            };
-            act.worker = Some(Worker {
-                id: started.id,
-                pid: started.pid as u32,
-                stale: false,
-            });
-            tracing::info!(
-                component = COMPONENT,
-                event = "driver_worker_started",
-                id = started.id,
-                pid = started.pid,
-                for_request = "mcp"
-            );
-            // Answered meanwhile (out of time): the worker waits for the
-            // next request like any other.
-            if let Some(active) = act.mcp_active.as_mut().filter(|a| a.serial == serial) {
-                active.worker = Some(started.id);
-                act.write_to_worker(started.id, line, ctx);
-            }
-        }));
-    }
-
-    /// A line of worker `id`: a chunk of the current MCP answer. Returns
-    /// whether it was one (nothing else is done with it).
-    fn mcp_line(&mut self, id: u64, text: &str, ctx: &mut Context<Self>) -> bool {
-        let Some(rest) = text.strip_prefix(CHUNK_PREFIX) else {
-            return false;
-        };
-        let Some(active) = self.mcp_active.as_mut().filter(|a| a.worker == Some(id)) else {
-            return true;
-        };
-        match active.assembler.push(active.serial, rest) {
-            Ok(Assembled::Partial) | Ok(Assembled::Other) => {}
-            Ok(Assembled::Done(answer)) => self.finish_mcp(answer, ctx),
-            Err(error) => {
-                tracing::warn!(component = COMPONENT, event = "mcp_answer_unreadable", id, error = %error);
-                self.drop_worker("its MCP answer could not be read");
-                self.finish_mcp(internal_error(error.to_string()), ctx);
-            }
-        }
-        true
-    }
-
-    /// Sends the current MCP request its answer; the queue moves on.
-    fn finish_mcp(&mut self, answer: cgc_fresh_proto::McpAnswer, ctx: &mut Context<Self>) {
-        let Some(active) = self.mcp_active.take() else {
-            return;
-        };
-        if let Some(timer) = active.timer {
-            ctx.cancel_future(timer);
-        }
-        tracing::info!(
-            component = COMPONENT,
-            event = "mcp_answered",
-            serial = active.serial,
-            tool = active.request.ask.tool(),
-            ok = answer.error.is_none(),
-            elapsed_ms = active.started.elapsed().as_millis() as u64
-        );
-        active
-            .request
-            .reply_to
-            .reply(&cgc_fresh_proto::Envelope::with_id(
-                active.request.id,
-                cgc_fresh_proto::ServerFrame::Mcp(answer),
-            ));
-        ctx.notify(PumpMcp);
-    }
-
-    fn mcp_timed_out(&mut self, serial: u64, ctx: &mut Context<Self>) {
-        let Some(active) = self.mcp_active.as_mut().filter(|a| a.serial == serial) else {
-            return;
-        };
-        active.timer = None;
-        tracing::warn!(
-            component = COMPONENT,
-            event = "mcp_timeout",
-            serial,
-            tool = active.request.ask.tool()
-        );
-        self.drop_worker("an MCP request ran out of time");
-        let bound = self.settings.cgc.maintenance_timeout_ms;
-        self.finish_mcp(
-            internal_error(format!("CodeGraphContext did not answer within {bound} ms")),
-            ctx,
-        );
-    }
-}
-
-impl Handler<McpRequest> for SyncRunner {
-    type Result = ();
-    fn handle(&mut self, msg: McpRequest, ctx: &mut Self::Context) {
-        if self.mcp_queue.len() >= MAX_WAITING_MCP_REQUESTS {
-            // Bounded memory whatever a client sends: the request is
-            // answered at once, nothing is kept.
-            tracing::warn!(
-                component = COMPONENT,
-                event = "mcp_request_refused",
-                tool = msg.ask.tool(),
-                reason = "queue full",
-                queued = self.mcp_queue.len()
-            );
-            msg.reply_to.reply(&cgc_fresh_proto::Envelope::with_id(
-                msg.id,
-                cgc_fresh_proto::ServerFrame::Mcp(internal_error(format!(
-                    "{MAX_WAITING_MCP_REQUESTS} requests already wait for the graph; try again"
-                ))),
-            ));
-            return;
-        }
-        tracing::info!(
-            component = COMPONENT,
-            event = "mcp_request_queued",
-            tool = msg.ask.tool(),
-            behind_sync = self.run.is_some(),
-            queued = self.mcp_queue.len()
-        );
-        self.mcp_queue.push_back(msg);
-        self.pump_mcp(ctx);
-    }
-}
-
-impl Handler<PumpMcp> for SyncRunner {
-    type Result = ();
-    fn handle(&mut self, _: PumpMcp, ctx: &mut Self::Context) {
-        self.pump_mcp(ctx);
-    }
-}
-
 impl Handler<RunSync> for SyncRunner {
     type Result = ();
     fn handle(&mut self, msg: RunSync, ctx: &mut Self::Context) {
-        if self.mcp_active.is_some() && self.deferred_sync.is_none() && self.run.is_none() {
+        let answering = self.mcp_active.is_some();
+        if (answering || self.database_held()) && self.deferred_sync.is_none() && self.run.is_none()
+        {
             tracing::info!(
                 component = COMPONENT,
                 event = "sync_deferred_behind_mcp",
-                flight = msg.flight.0
+                flight = msg.flight.0,
+                behind = if answering {
+                    "an answer"
+                } else {
+                    "the database the worker holds"
+                }
             );
             self.deferred_sync = Some(msg);
+            self.pump_mcp(ctx);
             return;
         }
         self.run_sync(msg, ctx);
@@ -1683,17 +1446,7 @@ impl Handler<ChildEvent> for SyncRunner {
                 output_tail,
                 during_shutdown,
             } => {
-                if self
-                    .mcp_active
-                    .as_ref()
-                    .is_some_and(|a| a.worker == Some(id))
-                {
-                    tracing::warn!(component = COMPONENT, event = "mcp_worker_exited", id, pid, status = %status);
-                    self.finish_mcp(
-                        internal_error(format!("the worker ended ({status}) before it answered")),
-                        ctx,
-                    );
-                }
+                self.mcp_worker_exited(id, pid, &status, ctx);
                 if self.retired_workers.remove(&id) {
                     tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, retired = true);
                     return;
@@ -1745,6 +1498,7 @@ impl Handler<PrepareSync> for SyncRunner {
             id = worker.id,
             pid = worker.pid
         );
+        self.database_held_by = None;
         self.write_to_worker(worker.id, worker_prepare(), ctx);
     }
 }
