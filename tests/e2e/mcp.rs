@@ -278,26 +278,49 @@ fn tools_and_answers_equal_cgc_mcp_start(backend: &GraphBackend) {
     );
 }
 
-#[test]
-fn with_mcp_connected_an_edit_is_read_back_at_once_and_no_sync_is_skipped_busy() {
-    let Some(cgc) = real_cgc() else { return };
+/// An indexed Kùzu workspace, its service and a session on it, after the
+/// first sync (no manifest yet: a reconcile of the whole workspace).
+struct KuzuService {
+    sandbox: Sandbox,
+    ws: std::path::PathBuf,
+    cli: GraphCli,
+    service: Service,
+    conn: crate::support::Conn,
+}
+
+fn synced_kuzu_service(cgc: &Path, env: &[(&str, &str)]) -> KuzuService {
     let sandbox = Sandbox::new();
     let ws = sandbox.workspace();
-    let cli = indexed_workspace(&sandbox, &cgc, &GraphBackend::Kuzu);
+    let cli = indexed_workspace(&sandbox, cgc, &GraphBackend::Kuzu);
     // Read-your-writes is under test, not its 3 s default bound, which a
     // verified incremental sync was seen to exceed on a loaded two-core
     // machine (a call let go at the bound reads the graph from before the
     // edit). Every release is asserted to have caught up.
-    let service = service_with(
-        &sandbox,
-        &cli,
-        &cgc,
-        &[("CGC_MCP_READ_YOUR_WRITES_MS", "60000")],
-    );
+    let mut env_set = vec![("CGC_MCP_READ_YOUR_WRITES_MS", "60000")];
+    env_set.extend_from_slice(env);
+    let service = service_with(&sandbox, &cli, cgc, &env_set);
     let mut conn = open_session(&service, "s1");
-    // The first sync has no manifest and reconciles the whole workspace.
     conn.request(json!({"type": "sync"}), 77);
     wait_synced_fresh(&mut conn);
+    KuzuService {
+        sandbox,
+        ws,
+        cli,
+        service,
+        conn,
+    }
+}
+
+#[test]
+fn with_mcp_connected_an_edit_is_read_back_at_once_and_no_sync_is_skipped_busy() {
+    let Some(cgc) = real_cgc() else { return };
+    let KuzuService {
+        sandbox,
+        ws,
+        cli,
+        service,
+        mut conn,
+    } = synced_kuzu_service(&cgc, &[]);
 
     let mut mcp = Mcp::ours(&sandbox, &service);
     mcp.request("initialize", json!({}));
@@ -378,21 +401,13 @@ fn holds_a_posix_lock(pid: i64) -> bool {
 #[test]
 fn with_the_database_held_between_calls_a_sync_releases_it_first_and_the_hold_ends_by_itself() {
     let Some(cgc) = real_cgc() else { return };
-    let sandbox = Sandbox::new();
-    let ws = sandbox.workspace();
-    let cli = indexed_workspace(&sandbox, &cgc, &GraphBackend::Kuzu);
-    let service = service_with(
-        &sandbox,
-        &cli,
-        &cgc,
-        &[
-            ("CGC_MCP_READ_YOUR_WRITES_MS", "60000"),
-            ("CGC_MCP_HOLD_DATABASE_MS", "4000"),
-        ],
-    );
-    let mut conn = open_session(&service, "s1");
-    conn.request(json!({"type": "sync"}), 77);
-    wait_synced_fresh(&mut conn);
+    let KuzuService {
+        sandbox,
+        ws,
+        cli,
+        service,
+        mut conn,
+    } = synced_kuzu_service(&cgc, &[("CGC_MCP_HOLD_DATABASE_MS", "4000")]);
 
     let mut mcp = Mcp::ours(&sandbox, &service);
     mcp.request("initialize", json!({}));

@@ -434,17 +434,7 @@ impl SyncRunner {
         });
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             if let (ChildKind::Worker, Ok(Ok(started))) = (kind, &result) {
-                act.worker = Some(Worker {
-                    id: started.id,
-                    pid: started.pid as u32,
-                    stale: false,
-                });
-                tracing::info!(
-                    component = COMPONENT,
-                    event = "driver_worker_started",
-                    id = started.id,
-                    pid = started.pid
-                );
+                act.worker_started(started, "sync");
             }
             let Some(run) = act.run.as_mut().filter(|r| r.flight == flight) else {
                 return;
@@ -863,6 +853,22 @@ impl SyncRunner {
         );
         self.spawn_worker(program, argv, ctx);
         true
+    }
+
+    /// `started` is the worker now (for a sync or an MCP request).
+    fn worker_started(&mut self, started: &crate::supervisor::ChildStarted, for_request: &str) {
+        self.worker = Some(Worker {
+            id: started.id,
+            pid: started.pid as u32,
+            stale: false,
+        });
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_started",
+            id = started.id,
+            pid = started.pid,
+            for_request
+        );
     }
 
     /// Asks the worker to apply `paths`; its answer is a result line with

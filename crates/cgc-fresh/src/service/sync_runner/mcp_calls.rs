@@ -17,7 +17,7 @@ use actix::prelude::*;
 use cgc_fresh_core::config::WatchMode;
 use cgc_fresh_proto::RequestId;
 
-use super::{SyncRunner, Worker, COMPONENT, DRIVER_UNAVAILABLE};
+use super::{SyncRunner, COMPONENT, DRIVER_UNAVAILABLE};
 use crate::process::spawn::ChildKind;
 use crate::service::mcp_route::{
     internal_error, Assembled, Assembler, McpAsk, McpRequest, CHUNK_PREFIX,
@@ -205,18 +205,7 @@ impl SyncRunner {
                     return;
                 }
             };
-            act.worker = Some(Worker {
-                id: started.id,
-                pid: started.pid as u32,
-                stale: false,
-            });
-            tracing::info!(
-                component = COMPONENT,
-                event = "driver_worker_started",
-                id = started.id,
-                pid = started.pid,
-                for_request = "mcp"
-            );
+            act.worker_started(&started, "mcp");
             // Answered meanwhile (out of time): the worker waits for the
             // next request like any other.
             if let Some(active) = act.mcp_active.as_mut().filter(|a| a.serial == serial) {
