@@ -490,6 +490,21 @@ fn with_the_database_held_between_calls_a_sync_releases_it_first_and_the_hold_en
     let rows = cli.query("MATCH (f:Function) WHERE f.name = 'first_renamed' RETURN f.name AS name");
     assert_eq!(rows.len(), 1, "the person's cgc query: {rows:?}");
     assert_eq!(mcp.close(), Some(0));
+    // The syncs that ran after a release left what a from-scratch index
+    // builds.
+    drop(conn);
+    let mut service = service;
+    service.signal(libc::SIGTERM);
+    service.wait_exit(Duration::from_secs(30));
+    let synced = cli.dump();
+    assert_same_as_from_scratch(
+        &cgc,
+        &GraphBackend::Kuzu,
+        &sandbox,
+        &synced,
+        "mcp-held",
+        "after syncs that released a held database",
+    );
 }
 
 #[test]
