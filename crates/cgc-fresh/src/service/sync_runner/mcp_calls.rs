@@ -126,12 +126,6 @@ impl SyncRunner {
             hold_ms,
             worker = self.worker.map(|w| w.pid)
         );
-        if ask == McpAsk::Release && !self.database_held() {
-            self.database_held_by = None;
-            ctx.cancel_future(timer);
-            ctx.notify(PumpMcp);
-            return;
-        }
         let line = ask.worker_line(serial, hold_ms);
         self.mcp_active = Some(ActiveMcp {
             ask,
