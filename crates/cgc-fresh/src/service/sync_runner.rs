@@ -1504,7 +1504,9 @@ impl Handler<PrepareSync> for SyncRunner {
             id = worker.id,
             pid = worker.pid
         );
-        self.database_held_by = None;
+        // Not cleared here: the worker closes a held database when it
+        // reads this line, which may be after the next sync's lock probe;
+        // that sync asks for a release and waits for it.
         self.write_to_worker(worker.id, worker_prepare(), ctx);
     }
 }
