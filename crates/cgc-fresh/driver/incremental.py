@@ -2286,8 +2286,11 @@ def serve_lines(opts, tools, pauses, database):
                 # An MCP tool list, call or release (`mcp_tools.py`),
                 # answered between syncs.
                 tools.serve_request(request, database, lambda data: os.write(REAL_STDOUT, data), Interrupted)
-                if pauses.after_call(time.monotonic(), tools.hold_seconds(request), database.holding):
+                collect = pauses.after_call(time.monotonic(), tools.hold_seconds(request), database.holding)
+                if collect == "full":
                     release_memory()
+                elif collect == "young":
+                    collect_young()
                 continue
             if isinstance(request, dict) and request.get("prepare") is True:
                 database.release()
@@ -2364,6 +2367,15 @@ def release_memory():
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass  # not glibc: the pages stay until reused
+
+
+def collect_young():
+    """In a burst of MCP calls: the garbage of the calls since the last
+    collection (the young generations), without walking what the worker
+    keeps (see `worker_pauses.py`)."""
+    import gc
+
+    gc.collect(1)
 
 
 def _clean(timings):

@@ -12,8 +12,15 @@ when none came:
   a person's `cgc` takes to import before it opens the database (whose
   close would make the digest impossible);
 - `collect`: the cyclic collector and `malloc_trim` (`release_memory`),
-  after `COLLECT_PAUSE_S`, or at once after `MCP_CALLS_PER_COLLECTION`
-  calls without a pause, so a long burst stays bounded;
+  after `COLLECT_PAUSE_S`;
+- in a burst of MCP calls without such a pause, a collection of the young
+  generations after every `MCP_CALLS_PER_COLLECTION` calls (the calls'
+  own garbage: it costs what the burst allocated, not what the worker
+  holds), and the full one only after `MCP_CALLS_PER_FULL_COLLECTION`, so
+  a burst that never pauses stays bounded. A full collection walks every
+  object the worker keeps (CGC, the parse cache, a held database: tens of
+  milliseconds at 2 000 modules), and the next call of the burst waits
+  for it;
 - `release`: close a database an MCP call held (`mcp.holdDatabaseMs`), once
   the hold has passed since that call's answer;
 - `exit`: no request for the worker's idle bound.
@@ -25,6 +32,7 @@ what it is told, and reports what it did.
 SETTLE_PAUSE_S = 0.05
 COLLECT_PAUSE_S = 0.2
 MCP_CALLS_PER_COLLECTION = 32
+MCP_CALLS_PER_FULL_COLLECTION = 1024
 
 
 class WorkerPauses:
@@ -35,6 +43,7 @@ class WorkerPauses:
         self._settle_due = False
         self._collect_due = False
         self._calls_since_collection = 0
+        self._calls_since_full_collection = 0
         self._release_at = None
 
     def after_sync(self):
@@ -50,23 +59,31 @@ class WorkerPauses:
 
     def after_call(self, now, hold_s, holding):
         """An MCP call was answered at `now`; the database stays open for
-        `hold_s` more if `holding`. Returns whether to collect at once
-        (a burst reached `MCP_CALLS_PER_COLLECTION`)."""
+        `hold_s` more if `holding`. Returns what to collect at once:
+        None, "young" (a burst reached `MCP_CALLS_PER_COLLECTION` calls)
+        or "full" (it reached `MCP_CALLS_PER_FULL_COLLECTION`)."""
         self._release_at = now + hold_s if holding else None
         self._calls_since_collection += 1
+        self._calls_since_full_collection += 1
         self._collect_due = True
-        if self._calls_since_collection >= MCP_CALLS_PER_COLLECTION:
+        if self._calls_since_full_collection >= MCP_CALLS_PER_FULL_COLLECTION:
             self.collected()
-            return True
-        return False
+            return "full"
+        if self._calls_since_collection >= MCP_CALLS_PER_COLLECTION:
+            # The full collection stays due for the next pause.
+            self._calls_since_collection = 0
+            return "young"
+        return None
 
     def released(self):
         """The held database was closed (by its pause or on request)."""
         self._release_at = None
 
     def collected(self):
+        """A full collection ran."""
         self._collect_due = False
         self._calls_since_collection = 0
+        self._calls_since_full_collection = 0
 
     def settled(self):
         self._settle_due = False

@@ -74,12 +74,29 @@ class WorkerPausesTest(unittest.TestCase):
             pauses.collected()
             self.assertEqual(pauses.next(1.0), ("exit", IDLE), after)
 
-    def test_a_long_burst_collects_every_so_many_calls(self):
+    def test_a_long_burst_collects_its_young_garbage_every_so_many_calls(self):
         pauses = pauses_module.WorkerPauses(IDLE)
-        collected_at = [n for n in range(1, 70)
-                        if pauses.after_call(float(n), 0.0, holding=False)]
+        collected_at = [(n, kind) for n in range(1, 70)
+                        if (kind := pauses.after_call(float(n), 0.0, holding=False))]
         every = pauses_module.MCP_CALLS_PER_COLLECTION
-        self.assertEqual(collected_at, [every, 2 * every])
+        self.assertEqual(collected_at, [(every, "young"), (2 * every, "young")])
+        # The full collection is still owed to the next pause.
+        self.assertEqual(pauses.next(70.0), ("collect", pauses_module.COLLECT_PAUSE_S))
+
+    def test_a_burst_that_never_pauses_still_collects_in_full_now_and_then(self):
+        pauses = pauses_module.WorkerPauses(IDLE)
+        full = pauses_module.MCP_CALLS_PER_FULL_COLLECTION
+        kinds = [pauses.after_call(float(n), 0.0, holding=False) for n in range(1, 2 * full + 1)]
+        self.assertEqual([n + 1 for n, kind in enumerate(kinds) if kind == "full"], [full, 2 * full])
+        self.assertEqual(kinds.count("young"), 2 * (full // pauses_module.MCP_CALLS_PER_COLLECTION - 1))
+
+    def test_a_pause_s_full_collection_starts_the_burst_count_again(self):
+        pauses = pauses_module.WorkerPauses(IDLE)
+        full = pauses_module.MCP_CALLS_PER_FULL_COLLECTION
+        for n in range(full - 1):
+            pauses.after_call(float(n), 0.0, holding=False)
+        pauses.collected()
+        self.assertIsNone(pauses.after_call(float(full), 0.0, holding=False))
 
 
 class StandInDatabase:
