@@ -63,7 +63,7 @@ fn names(rows: &[Value], column: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn functions(cli: &GraphCli, name: &str) -> usize {
+pub(crate) fn functions(cli: &GraphCli, name: &str) -> usize {
     cli.query(&format!(
         "MATCH (f:Function) WHERE f.name = '{name}' RETURN f.name AS name"
     ))

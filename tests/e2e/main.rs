@@ -33,5 +33,6 @@ mod spec_clauses;
 mod stored_edges;
 mod supervision;
 mod sync;
+mod version_gate;
 mod watcher;
 mod wedged;

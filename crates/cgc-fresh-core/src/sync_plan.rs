@@ -72,16 +72,30 @@ pub fn plan_sync(
     }
 }
 
+/// The driver's root option that carries `cgc.allowUnprovenVersion`: the
+/// person's opt-in to patch a CGC version the driver was not proven
+/// against (`driver/cgc_seam.py`).
+pub const ALLOW_UNPROVEN_CGC_FLAG: &str = "--allow-unproven-cgc";
+
+/// What every mode of the driver that may patch CGC takes first: CGC's
+/// root options, and whether the person allows a CGC version the driver
+/// was not proven against.
+#[derive(Debug, Clone, Copy)]
+pub struct DriverOptions<'a> {
+    pub global_args: &'a [String],
+    pub allow_unproven_cgc: bool,
+}
+
 /// The driver's arguments after the interpreter: the script, CGC's root
-/// options, `--parse-cache PATH` when parses are kept between syncs, then
-/// `--probe` or `apply -- PATH...`.
+/// options (and the opt-in flag), `--parse-cache PATH` when parses are
+/// kept between syncs, then `--probe` or `apply -- PATH...`.
 pub fn driver_argv(
     script: &str,
-    global_args: &[String],
+    options: &DriverOptions<'_>,
     parse_cache: Option<&str>,
     paths: Option<&[String]>,
 ) -> Vec<String> {
-    let mut argv = driver_options(script, global_args, parse_cache);
+    let mut argv = driver_options(script, options, parse_cache);
     match paths {
         None => argv.push("--probe".into()),
         Some(paths) => {
@@ -92,11 +106,18 @@ pub fn driver_argv(
     argv
 }
 
-/// The driver script, CGC's root options, then the parse cache: what every
-/// mode of the driver takes first.
-fn driver_options(script: &str, global_args: &[String], parse_cache: Option<&str>) -> Vec<String> {
+/// The driver script, CGC's root options and the opt-in, then the parse
+/// cache: what every mode of the driver takes first.
+fn driver_options(
+    script: &str,
+    options: &DriverOptions<'_>,
+    parse_cache: Option<&str>,
+) -> Vec<String> {
     let mut argv = vec![script.to_string()];
-    argv.extend(global_args.iter().cloned());
+    argv.extend(options.global_args.iter().cloned());
+    if options.allow_unproven_cgc {
+        argv.push(ALLOW_UNPROVEN_CGC_FLAG.to_string());
+    }
     if let Some(cache) = parse_cache {
         argv.extend(["--parse-cache".to_string(), cache.to_string()]);
     }
@@ -107,11 +128,11 @@ fn driver_options(script: &str, global_args: &[String], parse_cache: Option<&str
 /// cache, and how long it may wait for a request before it ends.
 pub fn worker_argv(
     script: &str,
-    global_args: &[String],
+    options: &DriverOptions<'_>,
     parse_cache: &str,
     idle_exit: std::time::Duration,
 ) -> Vec<String> {
-    let mut argv = driver_options(script, global_args, Some(parse_cache));
+    let mut argv = driver_options(script, options, Some(parse_cache));
     argv.extend([
         "--idle-exit".to_string(),
         idle_exit.as_secs().max(1).to_string(),
@@ -195,6 +216,10 @@ pub struct DriverResult {
     pub unsupported: bool,
     #[serde(default)]
     pub missing: Vec<String>,
+    /// A probe's word that the driver will run on a CGC version it was
+    /// not proven against, because the person allowed it.
+    #[serde(default)]
+    pub unproven: Option<String>,
     #[serde(default)]
     pub relinked: Option<u64>,
     #[serde(default)]
@@ -306,7 +331,12 @@ pub fn reconcile_argv(
     cgc: &str,
     cgc_argv: &[String],
 ) -> Vec<String> {
-    let mut argv = driver_options(script, global_args, None);
+    // The reconcile patches nothing: no opt-in to pass.
+    let options = DriverOptions {
+        global_args,
+        allow_unproven_cgc: false,
+    };
+    let mut argv = driver_options(script, &options, None);
     argv.extend(["reconcile".to_string(), "--".to_string(), cgc.to_string()]);
     argv.extend(cgc_argv.iter().cloned());
     argv
@@ -639,6 +669,10 @@ mod tests {
     #[test]
     fn driver_argv_puts_root_options_before_the_mode() {
         let global = args(&["--db", "kuzudb"]);
+        let global = DriverOptions {
+            global_args: &global,
+            allow_unproven_cgc: false,
+        };
         assert_eq!(
             driver_argv("/s/d.py", &global, None, None),
             args(&["/s/d.py", "--db", "kuzudb", "--probe"])
@@ -651,6 +685,39 @@ mod tests {
                 Some(&paths(&["-odd.py", "a b.py"]))
             ),
             args(&[DRIVER_WITH_CACHE, &["apply", "--", "-odd.py", "a b.py"]].concat())
+        );
+    }
+
+    #[test]
+    fn the_opt_in_to_an_unproven_cgc_reaches_the_probe_and_the_worker_not_the_reconcile() {
+        let global = args(&["--db", "kuzudb"]);
+        let options = DriverOptions {
+            global_args: &global,
+            allow_unproven_cgc: true,
+        };
+        assert_eq!(
+            driver_argv("/s/d.py", &options, None, None),
+            args(&[
+                "/s/d.py",
+                "--db",
+                "kuzudb",
+                ALLOW_UNPROVEN_CGC_FLAG,
+                "--probe"
+            ])
+        );
+        let worker = worker_argv(
+            "/s/d.py",
+            &options,
+            "/s/c.json",
+            std::time::Duration::from_secs(600),
+        );
+        assert_eq!(
+            worker[..4],
+            args(&["/s/d.py", "--db", "kuzudb", ALLOW_UNPROVEN_CGC_FLAG])[..]
+        );
+        assert!(
+            !reconcile_argv("/s/d.py", &global, "cgc", &args(&["index", "."]))
+                .contains(&ALLOW_UNPROVEN_CGC_FLAG.to_string())
         );
     }
 
@@ -677,6 +744,10 @@ mod tests {
     #[test]
     fn a_worker_serves_after_its_root_options_and_reads_one_request_a_line() {
         let global = args(&["--db", "kuzudb"]);
+        let global = DriverOptions {
+            global_args: &global,
+            allow_unproven_cgc: false,
+        };
         assert_eq!(
             worker_argv(
                 "/s/d.py",

@@ -20,8 +20,9 @@ exactly as before — but for FalkorDB Lite's start-up patience and a
 fallback to another backend said on stderr (`backend_pin.py`).
 
 ROOT OPTIONS are CGC's root options (`--db/--database NAME`,
-`--db-path/--path PATH`), taken as `cgc` takes them, and `--parse-cache
-PATH`: where CGC's per-file parse results are kept between syncs (see
+`--db-path/--path PATH`), taken as `cgc` takes them, `--allow-unproven-cgc`
+(the person's opt-in to run on a CGC version the driver was not proven
+against: `cgc_seam.py`), and `--parse-cache PATH`: where CGC's per-file parse results are kept between syncs (see
 `parse_cache.py`, installed next to this file as `incremental-parse-cache.py`;
 without the option, or without that file, every file is parsed). Every REL_PATH is a
 changed path relative to the workspace (added, modified or deleted: the disk
@@ -205,7 +206,7 @@ def emit(result):
 def parse_argv(argv):
     """CGC's root options, then `--probe` or `apply -- PATH...`."""
     opts = {"db": None, "db_path": None, "parse_cache": None, "probe": False, "paths": None,
-            "serve": False, "idle_exit": DEFAULT_IDLE_EXIT_S}
+            "serve": False, "idle_exit": DEFAULT_IDLE_EXIT_S, "allow_unproven": False}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -220,6 +221,9 @@ def parse_argv(argv):
             i += 2
         elif arg.startswith("--db-path=") or arg.startswith("--path="):
             opts["db_path"] = arg.split("=", 1)[1]
+            i += 1
+        elif arg == "--allow-unproven-cgc":
+            opts["allow_unproven"] = True
             i += 1
         elif arg == "--parse-cache" and i + 1 < len(argv):
             opts["parse_cache"] = argv[i + 1]
@@ -275,6 +279,15 @@ def probe_api():
             if not callable(getattr(writer_module.GraphWriter, name, None)):
                 missing.append(f"GraphWriter.{name}")
     return missing, modules
+
+
+def cgc_gate(opts):
+    """The version gate (`cgc_seam.py`) for the installed CGC, read once
+    per process: a worker runs the CGC it imported at its start."""
+    if "gate" not in opts:
+        seam = load_companion(CGC_SEAM_MODULE, "cgc_fresh_cgc_seam")
+        opts["gate"] = seam.version_gate(cgc_version(), opts.get("allow_unproven", False))
+    return opts["gate"]
 
 
 def cgc_version():
@@ -819,6 +832,7 @@ SELF_CHECK_MODULE = "incremental-self-check.py"
 WORKER_PAUSES_MODULE = "incremental-worker-pauses.py"
 BACKEND_PIN_MODULE = "incremental-backend-pin.py"
 MCP_TOOLS_MODULE = "incremental-mcp-tools.py"
+CGC_SEAM_MODULE = "incremental-cgc-seam.py"
 
 
 def load_companion(file_name, module_name):
@@ -2171,6 +2185,12 @@ def run_request(opts, paths):
             result.update(mode="probe", cgc_version=cgc_version(), missing=missing, ok=not missing)
             if missing:
                 return result, EXIT_UNSUPPORTED
+            gate = cgc_gate(opts)
+            if not gate.allowed:
+                result.update(ok=False, error=gate.note)
+                return result, EXIT_UNSUPPORTED
+            if gate.note:
+                result.update(unproven=gate.note)
             backend, why = probe_backend()
             result.update(backend=backend)
             if why:
@@ -2183,6 +2203,9 @@ def run_request(opts, paths):
         missing, _ = probe_api()
         if missing:
             raise Unsupported("CodeGraphContext lacks what the recipe needs: " + ", ".join(missing))
+        gate = cgc_gate(opts)
+        if not gate.allowed:
+            raise Unsupported(gate.note)
         rel_paths = sorted(set(p for p in paths if p))
         for rel in rel_paths:
             if not isinstance(rel, str) or os.path.isabs(rel) or rel.split("/")[0] == "..":
@@ -2333,7 +2356,7 @@ def run_prepare(opts):
     timings = {"_t0": started}
     try:
         missing, _ = probe_api()
-        if missing:
+        if missing or not cgc_gate(opts).allowed:
             return
         with RequestMemos(), CollectorPaused():
             run_apply(opts, [], timings, prepare_only=True)

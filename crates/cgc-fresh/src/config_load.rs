@@ -710,6 +710,12 @@ mod tests {
                 json!(["--db", "e"]),
             ),
             (
+                Key::CgcAllowUnprovenVersion,
+                [json!(true), json!(false), json!(true)],
+                "yes",
+                json!(true),
+            ),
+            (
                 Key::LifecycleAutoCreate,
                 [json!(true), json!(false), json!(true)],
                 "no",

@@ -275,6 +275,15 @@ settings! {
         /// run, e.g. ["--db", "kuzudb"] (cgc's root options must come first).
         CgcGlobalArgs: global_args = "globalArgs", Vec<String>, default Vec::new(),
             kind WordList, env "CGC_GLOBAL_ARGS" note ", whitespace-separated (--db kuzudb); no quoting.";
+        /// Run the incremental driver on a CodeGraphContext version it was not
+        /// proven exact against. false: on any other version than the proven ones
+        /// (the driver's `cgc_seam.py`; 0.6.13 today) the driver patches nothing and
+        /// every sync is CGC's own reconcile, with a notice that says why. true: the
+        /// driver runs anyway (it patches CGC's private functions, so a release that
+        /// changed what they do could leave a wrong graph) and the sync's strategy
+        /// note says so.
+        CgcAllowUnprovenVersion: allow_unproven_version = "allowUnprovenVersion", bool, default false,
+            kind Flag, env "CGC_ALLOW_UNPROVEN_VERSION";
     }
     /// The `lifecycle.*` keys.
     [lifecycle] LifecycleSettings {

@@ -381,6 +381,7 @@ precedence_tests! {
         ["update", "index", ["index", ".", "--force"]], "custom: update . --quiet" => ["update", ".", "--quiet"];
     precedence_cgc_global_args: Key::CgcGlobalArgs,
         [["--db", "kuzudb"], ["--db", "neo4j"], ["--db-path", "/tmp/db dir"]], "--db falkordb" => ["--db", "falkordb"];
+    precedence_cgc_allow_unproven_version: Key::CgcAllowUnprovenVersion, [true, false, true], "0" => false;
     precedence_lifecycle_auto_create: Key::LifecycleAutoCreate, [true, false, true], "0" => false;
     precedence_service_idle_exit_ms: Key::ServiceIdleExitMs, [1000, 2000, 3000], "0" => 0;
     precedence_service_max_line_bytes: Key::ServiceMaxLineBytes, [2048, 4096, 8192], "16384" => 16384;
@@ -476,6 +477,12 @@ fn env_var_names_set_exactly_their_keys() {
             "cgc.globalArgs",
             "--db kuzudb",
             json!(["--db", "kuzudb"]),
+        ),
+        (
+            "CGC_ALLOW_UNPROVEN_VERSION",
+            "cgc.allowUnprovenVersion",
+            "true",
+            json!(true),
         ),
         (
             "CGC_LIFECYCLE_AUTO_CREATE",

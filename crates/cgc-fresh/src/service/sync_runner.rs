@@ -28,7 +28,7 @@ use cgc_fresh_core::sync_plan::{
     classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
     is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
     reconcile_argv, sync_argv, unanswered_worker_exit, worker_argv, worker_prepare, worker_request,
-    DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
+    DriverOptions, DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
     DRIVER_EXIT_UNSUPPORTED,
 };
 
@@ -95,6 +95,11 @@ pub const SELF_CHECK_MODULE_FILE: &str = "incremental-self-check.py";
 /// a held database's close), installed next to the driver.
 pub const WORKER_PAUSES_MODULE: &str = include_str!("../../driver/worker_pauses.py");
 pub const WORKER_PAUSES_MODULE_FILE: &str = "incremental-worker-pauses.py";
+/// The driver's seam with CGC (`driver/cgc_seam.py`): the CGC versions it
+/// was proven against, and the gate that patches nothing on any other
+/// unless `cgc.allowUnprovenVersion` is set; installed next to the driver.
+pub const CGC_SEAM_MODULE: &str = include_str!("../../driver/cgc_seam.py");
+pub const CGC_SEAM_MODULE_FILE: &str = "incremental-cgc-seam.py";
 /// The backend pin (`driver/backend_pin.py`): CGC's configured backend,
 /// FalkorDB Lite's start-up patience, and the refusal to write to another
 /// backend CGC fell back to; installed next to the driver.
@@ -216,7 +221,8 @@ impl Phase {
 enum Active {
     Driver {
         paths: Vec<String>,
-        result: Option<DriverResult>,
+        /// Boxed: a result is large, and most runs' `Active` holds none.
+        result: Option<Box<DriverResult>>,
         /// The worker request this run waits for the answer to.
         serial: u64,
         /// A new worker took this request after the first one ended
@@ -290,7 +296,7 @@ pub struct SyncRunner {
     known_unindexed: BTreeSet<Option<SessionKey>>,
     known_indexed: bool,
     /// The driver's API probe answer for the current settings.
-    probe: Option<Result<(), String>>,
+    probe: Option<Result<Option<String>, String>>,
     /// Set after a driver run that may have left the graph partial: the
     /// next sync reconciles.
     must_reconcile: Option<String>,
@@ -505,7 +511,7 @@ impl SyncRunner {
                 fallback_reason,
             } => self.start_command(strategy, fallback_reason, ctx),
             SyncRun::Incremental { paths } => match self.probe.clone() {
-                Some(Ok(())) => self.start_driver(paths, ctx),
+                Some(Ok(_)) => self.start_driver(paths, ctx),
                 Some(Err(reason)) => self.start_command(
                     SyncStrategy::Reconcile,
                     Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
@@ -627,6 +633,15 @@ impl SyncRunner {
         Some((program, args))
     }
 
+    /// CGC's root options and the person's opt-in to an unproven CGC, as
+    /// the driver's probe and worker take them.
+    fn driver_options(&self) -> DriverOptions<'_> {
+        DriverOptions {
+            global_args: &self.settings.cgc.global_args,
+            allow_unproven_cgc: self.settings.cgc.allow_unproven_version,
+        }
+    }
+
     /// The interpreter of the configured `cgc` (or the override), and the
     /// driver written to the private state directory.
     fn driver_command(&self) -> Result<(PathBuf, Vec<String>), String> {
@@ -655,6 +670,7 @@ impl SyncRunner {
         let pin_module = self.driver_path.with_file_name(BACKEND_PIN_MODULE_FILE);
         let mcp_module = self.driver_path.with_file_name(MCP_TOOLS_MODULE_FILE);
         let pauses_module = self.driver_path.with_file_name(WORKER_PAUSES_MODULE_FILE);
+        let seam_module = self.driver_path.with_file_name(CGC_SEAM_MODULE_FILE);
         for (path, text) in [
             (&self.driver_path, INCREMENTAL_DRIVER),
             (&cache_module, PARSE_CACHE_MODULE),
@@ -665,6 +681,7 @@ impl SyncRunner {
             (&pin_module, BACKEND_PIN_MODULE),
             (&mcp_module, MCP_TOOLS_MODULE),
             (&pauses_module, WORKER_PAUSES_MODULE),
+            (&seam_module, CGC_SEAM_MODULE),
         ] {
             crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())
@@ -688,12 +705,7 @@ impl SyncRunner {
             }
         };
         let Some(script) = argv.pop() else { return };
-        argv.extend(driver_argv(
-            &script,
-            &self.settings.cgc.global_args,
-            None,
-            None,
-        ));
+        argv.extend(driver_argv(&script, &self.driver_options(), None, None));
         if let Some(run) = self.run.as_mut() {
             run.phase = Phase::Probing {
                 child: None,
@@ -741,10 +753,16 @@ impl SyncRunner {
             files = count,
             worker = self.worker.map(|w| w.pid)
         );
+        // On a CGC the driver was not proven against (the person allowed
+        // it), every sync says so.
+        let unproven = match &self.probe {
+            Some(Ok(Some(note))) => format!("; {note}"),
+            _ => String::new(),
+        };
         self.report(
             flight,
             SyncEvent::Strategy {
-                note: format!("sync strategy incremental ({count} changed file(s))"),
+                note: format!("sync strategy incremental ({count} changed file(s){unproven})"),
                 fallback: false,
                 driver_unavailable: false,
             },
@@ -797,7 +815,7 @@ impl SyncRunner {
         let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
         argv.extend(worker_argv(
             &script,
-            &self.settings.cgc.global_args,
+            &self.driver_options(),
             &cache.display().to_string(),
             WORKER_IDLE_EXIT,
         ));
@@ -1101,7 +1119,7 @@ impl SyncRunner {
                     return;
                 }
                 let answer = match (result, code) {
-                    (Some(r), Some(0)) if r.ok => Ok(()),
+                    (Some(r), Some(0)) if r.ok => Ok(r.unproven.clone()),
                     (Some(r), _) if !r.missing.is_empty() => Err(format!(
                         "CodeGraphContext lacks what it needs: {}",
                         r.missing.join(", ")
@@ -1125,13 +1143,14 @@ impl SyncRunner {
                     component = COMPONENT,
                     event = "driver_probe_result",
                     ok = answer.is_ok(),
-                    reason = answer.as_ref().err()
+                    reason = answer.as_ref().err(),
+                    unproven = answer.as_ref().ok().and_then(|note| note.as_deref())
                 );
                 self.probe = Some(answer.clone());
                 let paths = run.paths.clone().unwrap_or_default();
                 self.run = Some(run);
                 match answer {
-                    Ok(()) => self.start_driver(paths, ctx),
+                    Ok(_) => self.start_driver(paths, ctx),
                     Err(reason) => self.start_command(
                         SyncStrategy::Reconcile,
                         Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
@@ -1158,7 +1177,7 @@ impl SyncRunner {
                 run.facts.output_tail = tail;
                 match run.active.clone() {
                     Some(Active::Driver { paths, result, .. }) => {
-                        match classify_driver_exit(&paths, result.as_ref(), &run.facts) {
+                        match classify_driver_exit(&paths, result.as_deref(), &run.facts) {
                             DriverVerdict::Fallback { reason } => {
                                 self.run = Some(run);
                                 self.start_command(SyncStrategy::Reconcile, Some(reason), ctx);
@@ -1406,7 +1425,7 @@ impl Handler<ChildEvent> for SyncRunner {
                                     return;
                                 }
                                 let answer = parsed.exit;
-                                *result = Some(parsed);
+                                *result = Some(Box::new(parsed));
                                 if let Some(code) = answer {
                                     self.worker_answered(id, code, ctx);
                                 }
