@@ -121,6 +121,11 @@ class SignatureTest(unittest.TestCase):
         self.assertEqual(file_sig, inc.stored_signature("CALLS", "file", dict(self.RECORD, sn=None, sl=None)))
         self.assertEqual(file_sig[1:3], (None, None))
 
+    def test_missing_line_numbers_match_as_the_writer_stores_them(self):
+        row = {k: v for k, v in self.ROW.items() if k not in ("line_number", "caller_line_number")}
+        record = dict(self.RECORD, ln=None, sl=None)
+        self.assertEqual(inc.call_signature(row, False, None)[0], inc.stored_signature("CALLS", "fn", record))
+
     def test_a_row_differing_in_anything_stored_has_another_signature(self):
         sig, _src = inc.call_signature(self.ROW, False, None)
         for key, value in (("line_number", 6), ("args", ["y"]), ("confidence", 0.5), ("called_file_path", "/r/c.py"),

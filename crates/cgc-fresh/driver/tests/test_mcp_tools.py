@@ -89,6 +89,9 @@ class EmitChunksTest(unittest.TestCase):
         self.assertEqual([line["part"] for line in lines], list(range(len(lines))))
         self.assertTrue(all(line["parts"] == len(lines) and line["serial"] == 3 for line in lines))
         self.assertTrue(all(len(line["data"]) <= tools.CHUNK_CHARS for line in lines))
+        # Each piece is of the answer's ASCII text, so a line is at most
+        # twice a chunk however the text is escaped again.
+        self.assertTrue(all(line["data"].isascii() for line in lines))
         # Every chunk but the last is full: no empty or short piece between.
         self.assertTrue(all(len(line["data"]) == tools.CHUNK_CHARS for line in lines[:-1]))
         self.assertEqual(reassemble(lines), {"serial": 3, "mcp": member})
