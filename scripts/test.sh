@@ -16,6 +16,10 @@ export CGC_FRESH_FALKORDB_VENV="${CGC_FRESH_FALKORDB_VENV:-$cache/falkordb-venv}
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The repository's Python (the driver and the test helpers): ruff, pinned, in a
+# virtualenv this suite owns; its rules are in ruff.toml.
+ruff="$(CGC_FRESH_RUFF_VENV="${CGC_FRESH_RUFF_VENV:-$cache/ruff-venv}" scripts/install-ruff.sh | tail -n 1)"
+"$ruff" check --no-cache
 
 echo "== the driver's unit tests (Python; plain files, no CGC needed)"
 PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s crates/cgc-fresh/driver/tests

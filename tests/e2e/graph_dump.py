@@ -156,7 +156,10 @@ def canonical(nodes, rels):
         if rel == "METACLASS":
             props.pop("line_number", None)
         out_rels.append([rel, src, dst, props])
-    canon = lambda x: json.dumps(x, sort_keys=True)
+
+    def canon(x):
+        return json.dumps(x, sort_keys=True)
+
     return {
         "nodes": numbered(canon([n["_label"], node_props(n)]) for n in nodes),
         "relationships": sorted(canon(r) for r in out_rels),

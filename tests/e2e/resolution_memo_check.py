@@ -13,7 +13,6 @@ import json
 import os
 import sys
 import tempfile
-import types
 
 # The map built over every file, and the loop over each file's calls.
 INDEX_AND_LOOP = '''

@@ -24,7 +24,7 @@ PARAMETERS = """
                     MERGE (p:Parameter {name: row.arg_name, path: $file_path, function_line_number: row.line_number})
                     SET p.name = row.arg_name, p.path = $file_path, p.function_line_number = row.line_number
                     MERGE (fn)-[:HAS_PARAMETER]->(p)
-                """
+                """  # noqa: E501 - CGC's statement, kept as CGC writes it
 
 
 class EmbeddedResultWrapper:

@@ -188,7 +188,11 @@ class Handler(BaseHTTPRequestHandler):
         out.append(
             sse(
                 "message_delta",
-                {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}},
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 5},
+                },
             )
         )
         out.append(sse("message_stop", {"type": "message_stop"}))

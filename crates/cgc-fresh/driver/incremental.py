@@ -591,7 +591,8 @@ def row_signatures(links, nodes=None):
     for row in links["binds"]:
         add(generic_signature("BINDS", row.get("source_path"), row.get("source_name"), row.get("target_name"),
                               row.get("target_path"),
-                              (row.get("line_number"), row.get("provider"), row.get("confidence_label") or "EXTRACTED")))
+                              (row.get("line_number"), row.get("provider"),
+                               row.get("confidence_label") or "EXTRACTED")))
     for row in links["companion_of"]:
         add(generic_signature("COMPANION_OF", row.get("companion_path"), row.get("companion_name"),
                               row.get("owner_name"), row.get("owner_path")))
@@ -1619,7 +1620,8 @@ def run_apply(opts, rel_paths, timings, prepare_only=False):
         for f in sorted(files, key=lambda p: str(p)):
             fd = cache.parse(offline, repo, f) if cache else offline.parse_file(repo, f, False)
             parsed[Path(fd.get("path") or f).resolve().as_posix()] = (f, fd)
-        all_ok = sorted((fd for (_f, fd) in parsed.values() if "error" not in fd), key=lambda d: str(d.get("path") or ""))
+        all_ok = sorted((fd for (_f, fd) in parsed.values() if "error" not in fd),
+                        key=lambda d: str(d.get("path") or ""))
         timings["parse_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
 

@@ -291,7 +291,7 @@ def _with_cells(function, **values):
         return None
     cells = tuple(
         types.CellType(values[name]) if name in values else cell
-        for name, cell in zip(code.co_freevars, function.__closure__)
+        for name, cell in zip(code.co_freevars, function.__closure__, strict=True)
     )
     return types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__, cells)
 
@@ -494,7 +494,8 @@ class _Run:
             if name == LANG_VIEWS and callable(value):
                 views = value  # after the maps: it is built from `imports_map`
             elif isinstance(value, dict):
-                tracked = (TrackedDefaultDict if isinstance(value, collections.defaultdict) else TrackedDict)(name, value)
+                tracked = (TrackedDefaultDict if isinstance(value, collections.defaultdict)
+                           else TrackedDict)(name, value)
                 self._record(name, "map", _entries(value))
                 out[name] = tracked
             elif isinstance(value, set):
