@@ -534,6 +534,7 @@ class PreparedTreeTest(unittest.TestCase):
 class RunRequestTest(unittest.TestCase):
     def test_a_path_outside_the_workspace_is_refused_before_anything_runs(self):
         with mock.patch.object(inc, "probe_api", return_value=([], {})), \
+                mock.patch.object(inc, "cgc_version", return_value="0.6.13"), \
                 mock.patch.object(inc, "run_apply", side_effect=AssertionError("applied")):
             for path in ("/etc/passwd", "../x.py", ".."):
                 result, code = inc.run_request({"probe": False}, [path])
@@ -545,6 +546,41 @@ class RunRequestTest(unittest.TestCase):
     def test_without_paths_or_probe_there_is_nothing_to_do(self):
         result, code = inc.run_request({"probe": False}, None)
         self.assertEqual((code, result["ok"]), (inc.EXIT_USAGE, False))
+
+    def test_an_unproven_cgc_version_applies_nothing_without_the_opt_in(self):
+        # The worker's own check (`cgc_seam.py`): the probe passed for the
+        # CGC of its time, the worker imported another.
+        with mock.patch.object(inc, "probe_api", return_value=([], {})), \
+                mock.patch.object(inc, "cgc_version", return_value="0.7.0"), \
+                mock.patch.object(inc, "run_apply", side_effect=AssertionError("applied")):
+            result, code = inc.run_request({"probe": False}, ["a.py"])
+        self.assertEqual(code, inc.EXIT_UNSUPPORTED)
+        self.assertTrue(result["unsupported"])
+        self.assertIn("CodeGraphContext 0.7.0 is not a version", result["error"])
+
+    def test_with_the_opt_in_an_unproven_cgc_version_applies(self):
+        with mock.patch.object(inc, "probe_api", return_value=([], {})), \
+                mock.patch.object(inc, "cgc_version", return_value="0.7.0"), \
+                mock.patch.object(inc, "run_apply", return_value={"paths": {"a.py": "written"}}) as apply:
+            result, code = inc.run_request({"probe": False, "allow_unproven": True}, ["a.py"])
+        self.assertEqual(code, inc.EXIT_OK, result)
+        apply.assert_called_once()
+
+    def test_the_probe_refuses_an_unproven_version_and_names_the_opt_in_when_allowed(self):
+        with mock.patch.object(inc, "probe_api", return_value=([], {})), \
+                mock.patch.object(inc, "cgc_version", return_value="0.7.0"), \
+                mock.patch.object(inc, "probe_backend", return_value=("kuzudb", None)):
+            refused, code = inc.run_request({"probe": True}, None)
+            self.assertEqual((code, refused["ok"]), (inc.EXIT_UNSUPPORTED, False))
+            self.assertIn("cgc.allowUnprovenVersion = true", refused["error"])
+            allowed, code = inc.run_request({"probe": True, "allow_unproven": True}, None)
+        self.assertEqual((code, allowed["ok"]), (inc.EXIT_OK, True), allowed)
+        self.assertIn("0.7.0", allowed["unproven"])
+
+    def test_the_opt_in_is_a_root_option(self):
+        opts = inc.parse_argv(["--db", "kuzudb", "--allow-unproven-cgc", "--probe"])
+        self.assertTrue(opts["allow_unproven"])
+        self.assertFalse(inc.parse_argv(["--probe"])["allow_unproven"])
 
     def test_a_cgc_lacking_the_recipes_functions_is_unsupported(self):
         with mock.patch.object(inc, "probe_api", return_value=(["GraphWriter.x"], {})):
