@@ -1082,6 +1082,9 @@ pub(crate) fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
              if args and args[-1] == 'serve':\n    count = 0\n    for line in sys.stdin:\n\
              \x20       request = json.loads(line)\n\
              \x20       if request.get('prepare'):\n            continue\n\
+             \x20       if request.get('probe'):\n\
+             \x20           probed = {{'ok': True, 'mode': 'probe', 'missing': [], 'serial': request['serial'], 'exit': 0}}\n\
+             \x20           print('CGC_FRESH_RESULT ' + json.dumps(probed), flush=True)\n            continue\n\
              \x20       if count >= {answered}:\n            sys.exit(0)\n\
              \x20       count += 1\n\
              \x20       answer = {{'ok': True, 'mode': 'apply', 'serial': request['serial'], 'exit': 0,\n\

@@ -34,5 +34,6 @@ mod stored_edges;
 mod supervision;
 mod sync;
 mod version_gate;
+mod warm_worker;
 mod watcher;
 mod wedged;

@@ -12,4 +12,5 @@ pub mod freshness;
 pub mod manifest_diff;
 pub mod read_your_writes;
 pub mod sync_plan;
+pub mod warm_worker;
 pub mod watcher;

@@ -86,6 +86,26 @@ pub struct DriverOptions<'a> {
     pub allow_unproven_cgc: bool,
 }
 
+/// The driver probe's answer, from its result line and exit code (the
+/// one-shot `--probe`'s, or a worker's answer to a probe line): `Ok` with
+/// the note of an unproven CGC version the person allowed, `Err` with why
+/// the driver cannot run; `None` when neither says (the caller names the
+/// exit or the timeout).
+pub fn probe_answer(
+    result: Option<&DriverResult>,
+    code: Option<i32>,
+) -> Option<Result<Option<String>, String>> {
+    match (result, code) {
+        (Some(r), Some(0)) if r.ok => Some(Ok(r.unproven.clone())),
+        (Some(r), _) if !r.missing.is_empty() => Some(Err(format!(
+            "CodeGraphContext lacks what it needs: {}",
+            r.missing.join(", ")
+        ))),
+        (Some(r), _) if r.error.is_some() => Some(Err(r.error.clone().unwrap_or_default())),
+        _ => None,
+    }
+}
+
 /// The driver's arguments after the interpreter: the script, CGC's root
 /// options (and the opt-in flag), `--parse-cache PATH` when parses are
 /// kept between syncs, then `--probe` or `apply -- PATH...`.

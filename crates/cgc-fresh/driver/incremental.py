@@ -2317,6 +2317,15 @@ def serve_lines(opts, tools, pauses, database):
                 elif collect == "young":
                     collect_young()
                 continue
+            if isinstance(request, dict) and request.get("probe") is True:
+                # The service's warm-up at a session's start: the one-shot
+                # `--probe`, answered with the request's serial (no
+                # database is opened).
+                cgc_gate(opts)
+                result, code = run_request(dict(opts, probe=True), None)
+                result.update(serial=request.get("serial"), exit=code)
+                emit(result)
+                continue
             if isinstance(request, dict) and request.get("prepare") is True:
                 database.release()
                 run_prepare(opts)

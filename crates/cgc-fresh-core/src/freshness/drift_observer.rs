@@ -892,6 +892,9 @@ impl DriftObserver {
                     },
                     reattached: false,
                 }));
+                if self.policy.auto_sync && !self.watcher.is_verified() {
+                    out.push(Envelope::Shell(Effect::WarmWorker));
+                }
                 true
             }
             Registration::Reattached(lifetime) => {

@@ -256,6 +256,14 @@ pub enum Effect {
     /// is now) may start ahead of it. A hint: it changes no state, is
     /// answered by nothing, and the sync starts when it is due either way.
     PrepareSync,
+    /// A session began with automatic syncs on and no verified watcher:
+    /// the incremental driver's worker may start now, in the background
+    /// (CodeGraphContext's import, its API probe and the tree's parse,
+    /// without the database), so that the session's first edit pays one
+    /// warm sync. A hint like `PrepareSync`: it changes no state and is
+    /// answered by nothing; the shell starts nothing where the worker would
+    /// not serve the next sync (`sync_plan::warm_worker_plan`).
+    WarmWorker,
     /// A shell command ended (or its session did): compare the tree with
     /// the manifest of the last successful sync — or with the snapshot of
     /// the sync running now, once it is taken — and answer with exactly one

@@ -842,7 +842,8 @@ impl World {
                 | Effect::RestartWatcher { .. }
                 | Effect::StopWatcher { .. }
                 | Effect::RecordChanged
-                | Effect::PrepareSync => {}
+                | Effect::PrepareSync
+                | Effect::WarmWorker => {}
             }
         }
 

@@ -434,7 +434,10 @@ impl Sim {
                     self.input(Input::WatcherStopped { session, pid })?;
                 }
             }
-            Effect::ProbeWorkspace { .. } | Effect::RecordChanged | Effect::PrepareSync => {}
+            Effect::ProbeWorkspace { .. }
+            | Effect::RecordChanged
+            | Effect::PrepareSync
+            | Effect::WarmWorker => {}
         }
         Ok(())
     }

@@ -801,7 +801,8 @@ fn notices_stay_out_of_the_agent_prompt() {
             | Effect::RestartWatcher { .. }
             | Effect::StopWatcher { .. }
             | Effect::RecordChanged
-            | Effect::PrepareSync => {}
+            | Effect::PrepareSync
+            | Effect::WarmWorker => {}
         }
     }
     for condition in [
@@ -914,10 +915,13 @@ fn same_api_re_registration_adds_no_duplicate_handler() {
     let opened = bench.start_as("s1", "pi-1", SessionStartReason::Startup);
     assert_eq!(
         opened,
-        [Effect::SessionOpened {
-            session: bench.key("s1"),
-            reattached: false
-        }]
+        [
+            Effect::SessionOpened {
+                session: bench.key("s1"),
+                reattached: false
+            },
+            Effect::WarmWorker
+        ]
     );
     bench.at(1_000).settled_edit("s1", "a.rs");
     let flight = started(&bench.at(1_500).wake()).unwrap();
@@ -2368,7 +2372,8 @@ fn a_replacement_closes_the_old_lifetime_and_a_late_close_of_its_connection_chan
             Effect::SessionOpened {
                 session: new.clone(),
                 reattached: false
-            }
+            },
+            Effect::WarmWorker
         ]
     );
     // The old connection closes later: the new lifetime is untouched.
@@ -3398,4 +3403,40 @@ fn no_prepare_while_an_edit_is_unsettled_a_sync_runs_or_no_sync_will_run() {
 
     // The budget is spent: no sync will run, so nothing is prepared.
     assert_eq!(prepares(&bench.at(5_000).settled_edit("s1", "d.rs")), 0);
+}
+
+// ---- Warming the worker at a session's start --------------------------------
+
+fn warm_ups(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .filter(|e| matches!(e, Effect::WarmWorker))
+        .count()
+}
+
+#[test]
+fn a_session_that_begins_with_automatic_syncs_on_asks_once_to_warm_the_worker() {
+    let mut bench = Bench::new();
+    assert_eq!(warm_ups(&bench.at(0).start("s1")), 1);
+    // The same session again (its harness registered twice) is no new
+    // beginning; a second session is.
+    assert_eq!(warm_ups(&bench.at(10).start("s1")), 0);
+    assert_eq!(warm_ups(&bench.at(20).start("s2")), 1);
+    // Edits ask nothing of the kind.
+    assert_eq!(warm_ups(&bench.at(30).edit("s1", "a.py")), 0);
+}
+
+#[test]
+fn no_warm_up_with_automatic_syncs_off_or_a_verified_watcher() {
+    let mut bench = Bench::with(FreshnessPolicy {
+        auto_sync: false,
+        ..policy()
+    });
+    assert_eq!(warm_ups(&bench.at(0).start("s1")), 0);
+
+    let mut bench = Bench::new();
+    bench.at(0).start("s1");
+    bench.at(100).watcher_started("s1", WatchMode::On);
+    bench.at(3_000).watcher_verified("s1");
+    assert_eq!(warm_ups(&bench.at(4_000).start("s2")), 0);
 }

@@ -675,6 +675,16 @@ class ServeLinesTest(unittest.TestCase):
         self.assertIn("paths is not a list", errors[1][2])
         self.assertEqual(lines[4]["serial"], 7)
 
+    def test_a_probe_line_is_answered_like_the_one_shot_probe_with_its_serial(self):
+        # The service's warm-up: the probe (no paths), then a sync.
+        code, lines, runs, _served, told, released = self.serve(
+            b'{"serial": 4, "probe": true}\n{"serial": 5, "paths": ["a.py"]}\n')
+        self.assertEqual(code, inc.EXIT_OK)
+        self.assertEqual(runs, [None, ["a.py"]])
+        self.assertEqual([(line["serial"], line["exit"]) for line in lines], [(4, 0), (5, 0)])
+        self.assertEqual(told, ["after_sync"], "a probe leaves no work for a pause")
+        self.assertEqual(released, [1], "a probe opens no database to release")
+
     def test_tool_requests_and_prepares_are_not_answered_as_syncs(self):
         _code, lines, runs, served, told, _released = self.serve(
             b'{"serial": 1, "tools": "list"}\n{"prepare": true}\n{"prepare": 1, "serial": 3, "paths": []}\n')

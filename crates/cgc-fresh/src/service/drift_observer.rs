@@ -505,6 +505,19 @@ impl DriftObserverActor {
                     cancelled: false,
                 });
             }
+            Effect::WarmWorker => {
+                tracing::debug!(
+                    component = COMPONENT,
+                    event = "decision",
+                    decision = "warm_worker",
+                    manifest = self.manifest.is_some()
+                );
+                if let Some(runner) = &self.runner {
+                    runner.do_send(super::sync_runner::WarmUp {
+                        manifest: self.manifest.is_some(),
+                    });
+                }
+            }
             Effect::PrepareSync => {
                 tracing::debug!(
                     component = COMPONENT,

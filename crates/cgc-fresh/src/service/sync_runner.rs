@@ -27,12 +27,15 @@ use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncAllowance, SyncCost, S
 use cgc_fresh_core::sync_plan::{
     classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
     is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
-    reconcile_argv, sync_argv, unanswered_worker_exit, worker_argv, worker_prepare, worker_request,
-    DriverOptions, DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
-    DRIVER_EXIT_UNSUPPORTED,
+    probe_answer, reconcile_argv, sync_argv, unanswered_worker_exit, worker_argv, worker_prepare,
+    worker_request, DriverOptions, DriverResult, DriverVerdict, SyncRun, SyncRunFacts,
+    UnansweredWorkerExit, DRIVER_EXIT_UNSUPPORTED,
 };
 
 mod mcp_calls;
+mod warm_worker;
+
+pub use warm_worker::WarmUp;
 
 use self::mcp_calls::{ActiveMcp, PumpMcp};
 use super::mcp_route::{McpRequest, MCP_TOOLS_MODULE, MCP_TOOLS_MODULE_FILE};
@@ -316,6 +319,8 @@ pub struct SyncRunner {
     /// it starts once the answer is out (the worker is the database's one
     /// owner; a sync started meanwhile would find it holding the lock).
     deferred_sync: Option<RunSync>,
+    /// The worker's warm-up at a session's start (`warm_worker.rs`).
+    warming: Option<warm_worker::Warming>,
     /// The worker that may keep the database open after an MCP call
     /// (`mcp.holdDatabaseMs`): released before any sync (`mcp_calls.rs`).
     database_held_by: Option<u64>,
@@ -358,6 +363,7 @@ impl SyncRunner {
             mcp_queue: std::collections::VecDeque::new(),
             mcp_active: None,
             deferred_sync: None,
+            warming: None,
             database_held_by: None,
             me: None,
             probe: None,
@@ -808,6 +814,26 @@ impl SyncRunner {
         self.spawn_program(program, argv, ChildKind::Worker, ctx);
     }
 
+    /// The supervisor's order to start a worker from the driver command
+    /// (outside a sync run: for an MCP request or a warm-up).
+    fn worker_spawn(
+        &self,
+        program: PathBuf,
+        argv: Vec<String>,
+        ctx: &Context<Self>,
+    ) -> Option<SpawnChild> {
+        let argv = self.worker_spawn_argv(argv)?;
+        Some(SpawnChild {
+            program,
+            args: argv,
+            env_set: vec![("ENABLE_AUTO_WATCH".to_string(), "false".to_string())],
+            kind: ChildKind::Worker,
+            session: None,
+            requester: ctx.address().recipient(),
+            piped_stdin: true,
+        })
+    }
+
     /// The driver command's argument vector (its last word the script)
     /// turned into the worker's: the same for a sync and an MCP request.
     fn worker_spawn_argv(&self, mut argv: Vec<String>) -> Option<Vec<String>> {
@@ -1118,18 +1144,13 @@ impl SyncRunner {
                     self.report(run.flight, SyncEvent::Finished(SyncOutcome::Cancelled));
                     return;
                 }
-                let answer = match (result, code) {
-                    (Some(r), Some(0)) if r.ok => Ok(r.unproven.clone()),
-                    (Some(r), _) if !r.missing.is_empty() => Err(format!(
-                        "CodeGraphContext lacks what it needs: {}",
-                        r.missing.join(", ")
-                    )),
-                    (Some(r), _) if r.error.is_some() => Err(r.error.clone().unwrap_or_default()),
-                    _ if run.facts.timed_out => Err(format!(
+                let answer = match probe_answer(result.as_ref(), code) {
+                    Some(answer) => answer,
+                    None if run.facts.timed_out => Err(format!(
                         "its API probe gave no answer within {} ms",
                         self.settings.cgc.timeout_ms
                     )),
-                    _ => Err(format!(
+                    None => Err(format!(
                         "its API probe ended with {}{}",
                         match (code, signal) {
                             (Some(code), _) => format!("exit code {code}"),
@@ -1290,7 +1311,10 @@ impl Handler<RunSync> for SyncRunner {
     type Result = ();
     fn handle(&mut self, msg: RunSync, ctx: &mut Self::Context) {
         let answering = self.mcp_active.is_some();
-        if (answering || self.database_held()) && self.deferred_sync.is_none() && self.run.is_none()
+        let warming = self.warming();
+        if (answering || warming || self.database_held())
+            && self.deferred_sync.is_none()
+            && self.run.is_none()
         {
             tracing::info!(
                 component = COMPONENT,
@@ -1298,6 +1322,8 @@ impl Handler<RunSync> for SyncRunner {
                 flight = msg.flight.0,
                 behind = if answering {
                     "an answer"
+                } else if warming {
+                    "the worker's warm-up"
                 } else {
                     "the database the worker holds"
                 }
@@ -1389,7 +1415,7 @@ impl Handler<ChildEvent> for SyncRunner {
     fn handle(&mut self, msg: ChildEvent, ctx: &mut Self::Context) {
         match msg {
             ChildEvent::Line { id, text, .. } => {
-                if self.mcp_line(id, &text, ctx) {
+                if self.mcp_line(id, &text, ctx) || self.warm_up_line(id, &text, ctx) {
                     return;
                 }
                 let Some(run) = self.run.as_mut() else { return };
@@ -1472,6 +1498,7 @@ impl Handler<ChildEvent> for SyncRunner {
                 during_shutdown,
             } => {
                 self.mcp_worker_exited(id, pid, &status, ctx);
+                self.warm_up_worker_exited(id, ctx);
                 if self.retired_workers.remove(&id) {
                     tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, retired = true);
                     return;

@@ -18,13 +18,11 @@ use cgc_fresh_core::config::WatchMode;
 use cgc_fresh_proto::RequestId;
 
 use super::{SyncRunner, COMPONENT, DRIVER_UNAVAILABLE};
-use crate::process::spawn::ChildKind;
 use crate::service::mcp_route::{
     internal_error, Assembled, Assembler, McpAsk, McpRequest, CHUNK_PREFIX,
     MAX_WAITING_MCP_REQUESTS,
 };
 use crate::service::messages::Outlet;
-use crate::supervisor::SpawnChild;
 
 /// Where an answer goes: the client's connection and its request id.
 pub(super) type McpReply = (Outlet, Option<RequestId>);
@@ -54,7 +52,7 @@ impl SyncRunner {
     /// runs, no other request is answered. A sync deferred behind the last
     /// answer goes first.
     pub(super) fn pump_mcp(&mut self, ctx: &mut Context<Self>) {
-        if self.run.is_some() || self.mcp_active.is_some() {
+        if self.run.is_some() || self.mcp_active.is_some() || self.warming() {
             return;
         }
         if self.deferred_sync.is_some() && self.database_held() {
@@ -169,18 +167,10 @@ impl SyncRunner {
         line: String,
         ctx: &mut Context<Self>,
     ) {
-        let Some(argv) = self.worker_spawn_argv(argv) else {
+        let Some(spawn) = self.worker_spawn(program, argv, ctx) else {
             return;
         };
-        let request = self.supervisor.send(SpawnChild {
-            program,
-            args: argv,
-            env_set: vec![("ENABLE_AUTO_WATCH".to_string(), "false".to_string())],
-            kind: ChildKind::Worker,
-            session: None,
-            requester: ctx.address().recipient(),
-            piped_stdin: true,
-        });
+        let request = self.supervisor.send(spawn);
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             let started = match result {
                 Ok(Ok(started)) => started,

@@ -1,0 +1,156 @@
+//! The worker warmed at a session's start (`Effect::WarmWorker`,
+//! `cgc_fresh_core::warm_worker`, the runner's `warm_worker.rs`): on an
+//! indexed workspace whose manifest tells the next sync what changed, the
+//! worker starts in the background, answers the driver's probe and
+//! prepares the tree, without the database; the first edit's sync is then
+//! applied by that worker, with no probe of its own.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::graph_backend::GraphBackend;
+use crate::incremental::{
+    agent_batch, assert_same_as_from_scratch, baseline_sync, functions, replace_in, service,
+    stand_in_worker_python, wait_synced_fresh, worker_pids, write,
+};
+use crate::support::{
+    fast_env, indexed_with_fake, open_session, real_cgc, strategies_run, wait_until, Sandbox,
+};
+
+#[test]
+fn a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_it() {
+    let Some(cgc) = real_cgc() else { return };
+    let sandbox = Sandbox::new();
+    let (ws, home) = (sandbox.workspace(), sandbox.home());
+    write(&ws, "pkg/__init__.py", "");
+    write(&ws, "pkg/a.py", "def first(x):\n    return x\n");
+    write(
+        &ws,
+        "pkg/b.py",
+        "from pkg.a import first\n\ndef second(x):\n    return first(x)\n",
+    );
+    let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &home, "warm");
+    cli.index();
+    {
+        // The first service records the manifest (its session had none to
+        // warm a worker for).
+        let first = service(&sandbox, &cli, &cgc);
+        let mut conn = open_session(&first, "s1");
+        baseline_sync(&mut conn, &first);
+        assert!(first.log_events("worker_warm_up_started").is_empty());
+    }
+
+    let service = service(&sandbox, &cli, &cgc);
+    let mut conn = open_session(&service, "s1");
+    wait_until(
+        "the warm-up to prepare the tree",
+        Duration::from_secs(120),
+        || !service.log_events("driver_worker_prepare").is_empty(),
+    );
+    let started = service.log_events("driver_worker_started");
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["for_request"], "warm-up", "{started:?}");
+    let probes = service.log_events("driver_probe_result");
+    assert_eq!(probes.len(), 1, "{probes:?}");
+    assert_eq!(probes[0]["ok"], true, "{probes:?}");
+    assert_eq!(probes[0]["by"], "worker", "{probes:?}");
+    // The warm worker holds no lock: the person's own query runs.
+    assert_eq!(functions(&cli, "first"), 1);
+
+    agent_batch(&mut conn, &["pkg/a.py", "pkg/b.py"], || {
+        replace_in(&ws, "pkg/a.py", "def first(", "def first_renamed(");
+        replace_in(&ws, "pkg/b.py", "first", "first_renamed");
+    });
+    wait_synced_fresh(&mut conn);
+    assert_eq!(strategies_run(&service), ["incremental"]);
+    assert_eq!(
+        worker_pids(&service).len(),
+        1,
+        "the sync was applied by the warmed worker"
+    );
+    assert!(
+        service.log_events("driver_probe").is_empty(),
+        "no one-shot probe: the worker had answered it"
+    );
+    assert_eq!(functions(&cli, "first_renamed"), 1);
+    assert_eq!(functions(&cli, "first"), 0);
+    drop(conn);
+    // Kùzu lets one process at a time open the database.
+    drop(service);
+    let synced = cli.dump();
+    assert_same_as_from_scratch(
+        &cgc,
+        &GraphBackend::Kuzu,
+        &sandbox,
+        &synced,
+        "warm",
+        "the warmed worker's sync",
+    );
+}
+
+/// Waits for the runner's word that it warmed nothing, for `reason`.
+fn wait_skipped(service: &crate::support::Service, reason: &str) {
+    wait_until(
+        &format!("a warm-up skipped: {reason}"),
+        Duration::from_secs(30),
+        || {
+            service
+                .log_events("worker_warm_up_skipped")
+                .iter()
+                .any(|e| e["reason"] == reason)
+        },
+    );
+}
+
+/// With the stand-in driver interpreter and the fake `cgc`: a session
+/// start warms the worker only where it would serve the next sync.
+#[test]
+fn no_worker_is_warmed_without_a_manifest_or_with_automatic_syncs_off() {
+    let stub = tempfile::tempdir().unwrap();
+    let python = stand_in_worker_python(stub.path(), usize::MAX);
+    for auto_sync in ["false", "true"] {
+        let (_sandbox, _fake, service) = indexed_with_fake(
+            json!({}),
+            &fast_env(&[
+                ("CGC_SYNC_STRATEGY", "incremental"),
+                ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
+                ("CGC_FRESHNESS_AUTO_SYNC", auto_sync),
+            ]),
+        );
+        let mut conn = open_session(&service, "s1");
+        if auto_sync == "true" {
+            // No manifest yet: the next sync reconciles, no worker is warmed.
+            wait_skipped(&service, "no manifest: the next sync reconciles");
+        }
+        conn.request(json!({"type": "sync"}), 77);
+        conn.wait_status("fresh");
+        // With the manifest the baseline recorded, a new session warms the
+        // worker — unless automatic syncs are off.
+        let second = open_session(&service, "s2");
+        if auto_sync == "true" {
+            wait_until("the warm-up", Duration::from_secs(30), || {
+                !service.log_events("driver_worker_prepare").is_empty()
+            });
+            let started = service.log_events("driver_worker_started");
+            assert_eq!(started.len(), 1, "{started:?}");
+            assert_eq!(started[0]["for_request"], "warm-up");
+            // A session that begins while it runs warms nothing more.
+            let _third = open_session(&service, "s3");
+            wait_skipped(&service, "a worker runs already");
+            assert_eq!(service.log_events("driver_worker_started").len(), 1);
+        } else {
+            // The observer handles a connection's frames in order: once it
+            // answered this status it had handled the session's start, and
+            // with automatic syncs off it decided nothing.
+            let mut second = second;
+            second.request(json!({"type": "status"}), 9);
+            let decided = service.log_events("decision");
+            assert!(
+                !decided.iter().any(|e| e["decision"] == "warm_worker"),
+                "autoSync off: {decided:?}"
+            );
+            assert!(service.log_events("worker_warm_up_started").is_empty());
+        }
+    }
+}
