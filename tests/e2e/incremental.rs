@@ -518,6 +518,21 @@ pub(crate) fn assert_same_as_from_scratch(
     assert_same_graph(synced, &scratch.dump(), what);
 }
 
+/// Stops `service` (Kùzu lets one process at a time open the database) and
+/// asserts that the Kùzu graph `cli` names equals a from-scratch index.
+pub(crate) fn stop_and_compare_kuzu_with_scratch(
+    service: Service,
+    cgc: &Path,
+    sandbox: &Sandbox,
+    cli: &GraphCli,
+    graph: &str,
+    what: &str,
+) {
+    drop(service);
+    let synced = cli.dump();
+    assert_same_as_from_scratch(cgc, &GraphBackend::Kuzu, sandbox, &synced, graph, what);
+}
+
 pub(crate) fn assert_same_graph(synced: &GraphDump, scratch: &GraphDump, what: &str) {
     let diff = |a: &BTreeSet<String>, b: &BTreeSet<String>| {
         a.difference(b).take(10).cloned().collect::<Vec<_>>()

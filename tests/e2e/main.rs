@@ -16,6 +16,7 @@ mod incremental;
 mod instance;
 // After `incremental`, whose backend macros it uses.
 mod backends;
+mod big_batch;
 mod budget;
 mod lifetimes;
 mod mcp;

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::graph_backend::GraphBackend;
 use crate::incremental::{
-    agent_batch, assert_same_as_from_scratch, baseline_sync, functions, replace_in, service,
-    stand_in_worker_python, wait_synced_fresh, worker_pids, write,
+    agent_batch, baseline_sync, functions, replace_in, service, stand_in_worker_python,
+    stop_and_compare_kuzu_with_scratch, wait_synced_fresh, worker_pids, write,
 };
 use crate::support::{
     fast_env, indexed_with_fake, open_session, real_cgc, strategies_run, wait_until, Sandbox,
@@ -76,14 +76,11 @@ fn a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_i
     assert_eq!(functions(&cli, "first_renamed"), 1);
     assert_eq!(functions(&cli, "first"), 0);
     drop(conn);
-    // Kùzu lets one process at a time open the database.
-    drop(service);
-    let synced = cli.dump();
-    assert_same_as_from_scratch(
+    stop_and_compare_kuzu_with_scratch(
+        service,
         &cgc,
-        &GraphBackend::Kuzu,
         &sandbox,
-        &synced,
+        &cli,
         "warm",
         "the warmed worker's sync",
     );

@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 
+use benches::branch_switch::BranchSwitchOptions;
 use benches::busy::BusyOptions;
 use benches::codebase::Codebase;
 use benches::connections::ConnectionsOptions;
@@ -150,6 +151,18 @@ enum Bench {
         /// parse cache); `reconcile` takes one.
         #[arg(long, default_value_t = 5)]
         samples: usize,
+    },
+    /// A shell command that rewrites hundreds of modules (a branch switch)
+    /// and the switch back, each → settled sync, against `cgc index .`
+    /// (real cgc; minutes).
+    BranchSwitch {
+        /// Generated Python modules.
+        #[arg(long, default_value_t = 400)]
+        modules: usize,
+        /// Modules whose export the switch renames (each also changes the
+        /// next module, which calls it).
+        #[arg(long, default_value_t = 300)]
+        switched: usize,
     },
     /// MCP tool calls through `cgc-fresh mcp` vs `cgc mcp start`, and the
     /// read-your-writes wait after an edit (real cgc; minutes).
@@ -274,6 +287,9 @@ fn run() -> Result<()> {
                 samples,
             },
         ),
+        Bench::BranchSwitch { modules, switched } => {
+            benches::branch_switch::run(&tools, &BranchSwitchOptions { modules, switched })
+        }
         Bench::Mcp {
             modules,
             queries,

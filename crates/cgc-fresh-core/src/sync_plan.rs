@@ -13,11 +13,6 @@ use serde::Deserialize;
 use crate::config::SyncStrategy;
 use crate::freshness::SyncOutcome;
 
-/// At most this many changed files go to the incremental driver; a larger
-/// batch is reconciled (the driver's cost grows with the files it writes,
-/// the reconcile's with the repository).
-pub const INCREMENTAL_MAX_FILES: usize = 256;
-
 /// The prefix of the driver's one result line on stdout.
 pub const DRIVER_RESULT_PREFIX: &str = "CGC_FRESH_RESULT ";
 
@@ -62,10 +57,11 @@ pub fn plan_sync(
     match paths {
         None => reconcile("the changes are not known file by file (whole workspace)".into()),
         Some([]) => reconcile("no changed file was recorded".into()),
-        Some(list) if list.len() > INCREMENTAL_MAX_FILES => reconcile(format!(
-            "{} changed files (more than {INCREMENTAL_MAX_FILES})",
-            list.len()
-        )),
+        // Any number of files: the driver's writes grow with the files it
+        // writes (each file's nodes, its link rows), the reconcile's with
+        // the repository, and both parse the whole tree — so a branch
+        // switch of hundreds of files is still cheaper applied than
+        // reconciled.
         Some(list) => SyncRun::Incremental {
             paths: list.to_vec(),
         },
@@ -226,9 +222,17 @@ pub struct DriverResult {
     pub ok: bool,
     #[serde(default)]
     pub mode: Option<String>,
-    /// What happened to each requested path.
+    /// What happened to each requested path (a batch of at most
+    /// `DRIVER_PATHS_LISTED` paths).
     #[serde(default)]
     pub paths: BTreeMap<String, String>,
+    /// A larger batch's account, in a line of bounded length: the SHA-256
+    /// (hex) of the accounted paths, sorted, joined by newlines
+    /// ([`paths_digest`]), and their number.
+    #[serde(default)]
+    pub paths_digest: Option<String>,
+    #[serde(default)]
+    pub paths_accounted: Option<usize>,
     #[serde(default)]
     pub error: Option<String>,
     /// Cannot apply incrementally; nothing was written.
@@ -309,6 +313,27 @@ pub fn classify_driver_exit(
             ),
         });
     }
+    if let Some(digest) = &result.paths_digest {
+        // The driver accounts for the requested set exactly as it read it:
+        // without empty names, each once, sorted.
+        let mut wanted: Vec<&str> = requested
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !p.is_empty())
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        if result.paths_accounted != Some(wanted.len()) || *digest != paths_digest(&wanted) {
+            return DriverVerdict::Outcome(SyncOutcome::Failed {
+                error: format!(
+                    "the incremental driver's account of {} path(s) is not the {} requested",
+                    result.paths_accounted.unwrap_or(0),
+                    wanted.len()
+                ),
+            });
+        }
+        return DriverVerdict::Outcome(SyncOutcome::Succeeded);
+    }
     let unaccounted: Vec<&str> = requested
         .iter()
         .filter(|path| !result.paths.contains_key(path.as_str()))
@@ -323,6 +348,21 @@ pub fn classify_driver_exit(
         });
     }
     DriverVerdict::Outcome(SyncOutcome::Succeeded)
+}
+
+/// The driver lists each path's outcome in its result line for a batch of
+/// at most this many paths; a larger batch's line carries the digest of
+/// the paths it accounted for instead (a line of bounded length: the
+/// service cuts a child's line at 8 KiB).
+pub const DRIVER_PATHS_LISTED: usize = 100;
+
+/// The SHA-256 (lowercase hex) of `sorted_paths` joined by `\n`: what the
+/// driver's result line carries for a batch larger than
+/// `DRIVER_PATHS_LISTED` (`paths_digest` in `incremental.py`).
+pub fn paths_digest(sorted_paths: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(sorted_paths.join("\n").as_bytes());
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// The argv (after the executable) for one sync: global flags first, since
@@ -646,7 +686,7 @@ mod tests {
     }
 
     #[test]
-    fn incremental_plans_the_driver_only_for_a_bounded_list_of_files() {
+    fn incremental_plans_the_driver_for_a_list_of_files_of_any_size() {
         let changed = paths(&["pkg/a.py", "pkg/b.py"]);
         assert_eq!(
             plan_sync(&SyncStrategy::Incremental, Some(&changed), None),
@@ -667,13 +707,15 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        let many: Vec<String> = (0..=INCREMENTAL_MAX_FILES)
-            .map(|i| format!("m{i}.py"))
-            .collect();
-        assert!(matches!(
+        // A batch of any size is applied: a branch switch is not a reason
+        // to reconcile the repository.
+        let many: Vec<String> = (0..5_000).map(|i| format!("m{i}.py")).collect();
+        assert_eq!(
             plan_sync(&SyncStrategy::Incremental, Some(&many), None),
-            SyncRun::Command { fallback_reason: Some(reason), .. } if reason.contains("changed files")
-        ));
+            SyncRun::Incremental {
+                paths: many.clone()
+            }
+        );
         assert_eq!(
             plan_sync(&SyncStrategy::Update, Some(&changed), None),
             SyncRun::Command {
@@ -817,6 +859,49 @@ mod tests {
 
     fn result(line: &str) -> DriverResult {
         parse_driver_result(line).expect("a result line")
+    }
+
+    #[test]
+    fn the_paths_digest_is_the_drivers() {
+        // The same value `incremental.py`'s `paths_digest` gives (its unit
+        // test holds it too): UTF-8 bytes, newline-joined, SHA-256 hex.
+        assert_eq!(
+            paths_digest(&["a.py", "pkg/é.py"]),
+            "f56a82439211a8dd6f32d7203fc806b3b65963b465cfd388a6701212021f2505"
+        );
+    }
+
+    #[test]
+    fn a_large_batch_is_accounted_for_by_its_digest() {
+        let requested: Vec<String> = (0..300).rev().map(|i| format!("pkg/m{i}.py")).collect();
+        let mut sorted: Vec<&str> = requested.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        let ok = SyncRunFacts {
+            exit_code: Some(0),
+            ..Default::default()
+        };
+        let line = |digest: &str, count: usize| {
+            result(&format!(
+                r#"CGC_FRESH_RESULT {{"ok": true, "paths_digest": "{digest}", "paths_accounted": {count}}}"#
+            ))
+        };
+        let exact = line(&paths_digest(&sorted), 300);
+        assert_eq!(
+            classify_driver_exit(&requested, Some(&exact), &ok),
+            DriverVerdict::Outcome(SyncOutcome::Succeeded)
+        );
+        // One path short, or another set of the same size: not applied.
+        let short = line(&paths_digest(&sorted[1..]), 299);
+        let mut other = sorted.clone();
+        other[0] = "pkg/elsewhere.py";
+        other.sort_unstable();
+        let other = line(&paths_digest(&other), 300);
+        for wrong in [short, other] {
+            assert!(matches!(
+                classify_driver_exit(&requested, Some(&wrong), &ok),
+                DriverVerdict::Outcome(SyncOutcome::Failed { .. })
+            ));
+        }
     }
 
     #[test]

@@ -198,6 +198,34 @@ def _on_signal(signum, _frame):
 REAL_STDOUT = None
 
 
+# A result line lists each path's outcome for at most this many paths; a
+# larger batch's line carries `paths_digest` instead, so the line stays
+# far below the service's 8 KiB cut (`sync_plan::DRIVER_PATHS_LISTED`).
+DRIVER_PATHS_LISTED = 100
+
+
+def paths_digest(sorted_paths):
+    """SHA-256 (hex) of the paths joined by newlines: the service checks
+    it against the paths it asked for (`sync_plan::paths_digest`)."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted_paths).encode("utf-8")).hexdigest()
+
+
+def bounded_paths(applied):
+    """`applied` with its per-path outcomes replaced by their digest, count
+    and tally when there are more than `DRIVER_PATHS_LISTED`."""
+    paths = applied.get("paths")
+    if not isinstance(paths, dict) or len(paths) <= DRIVER_PATHS_LISTED:
+        return applied
+    bounded = {k: v for k, v in applied.items() if k != "paths"}
+    tally = {}
+    for outcome in paths.values():
+        tally[outcome] = tally.get(outcome, 0) + 1
+    bounded.update(paths_digest=paths_digest(sorted(paths)), paths_accounted=len(paths), paths_outcomes=tally)
+    return bounded
+
+
 def emit(result):
     line = RESULT_PREFIX + json.dumps(result, sort_keys=True) + "\n"
     os.write(REAL_STDOUT, line.encode("utf-8"))
@@ -2215,7 +2243,7 @@ def run_request(opts, paths):
         with RequestMemos(), CollectorPaused():
             applied = run_apply(opts, rel_paths, timings)
         timings["total_s"] = round(time.monotonic() - started, 3)
-        result.update(mode="apply", ok=True, requested=len(rel_paths), timings=timings, **applied)
+        result.update(mode="apply", ok=True, requested=len(rel_paths), timings=timings, **bounded_paths(applied))
         return result, EXIT_OK
     except Unsupported as exc:
         result.update(error=str(exc), unsupported=True, timings=_clean(timings))
@@ -2243,7 +2271,9 @@ def serve(opts):
     one result line per request, as `apply` prints it plus `serial` and
     `exit` (the exit code `apply` would have ended with). A line
     `{"prepare": true}` asks for step 1 ahead of the next request and is
-    not answered (see `PreparedTree`). Python's cyclic collector runs only
+    not answered (see `PreparedTree`); `{"serial": N, "probe": true}` is
+    the one-shot `--probe`, answered like a request (the service's warm-up
+    at a session's start). Python's cyclic collector runs only
     between requests (`release_memory`). Ends at end of input, after
     `--idle-exit` seconds without a request, on SIGINT/SIGTERM (128+n),
     and after any request that did not end with 0 or 3 (its state, or the

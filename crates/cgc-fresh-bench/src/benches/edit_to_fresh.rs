@@ -401,7 +401,7 @@ pub(super) fn driver_timings(log: &Path) -> Vec<Value> {
 }
 
 /// The strategy each sync of a service ran, in order.
-fn strategies_ran(log: &Path) -> Vec<String> {
+pub(super) fn strategies_ran(log: &Path) -> Vec<String> {
     log_events(log, &["sync_strategy", "sync_strategy_fallback"])
         .iter()
         .filter_map(|event| log_field(event, "strategy").as_str().map(str::to_string))

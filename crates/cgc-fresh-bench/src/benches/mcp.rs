@@ -279,7 +279,7 @@ pub fn run(tools: &Tools, opts: &McpOptions) -> Result<()> {
 /// strategy runs `cgc --version` makes one sync, which succeeds and so
 /// records the tree as it is — the tree `cgc index .` has just indexed,
 /// so the manifest is true of the graph.
-fn record_manifest(
+pub(super) fn record_manifest(
     tools: &Tools,
     sandbox: &Sandbox,
     cgc: &RealCgc,

@@ -1,6 +1,7 @@
 //! The benchmarks, one module each. Every one starts what it measures from
 //! scratch in its own sandbox and prints its own section of the report.
 
+pub mod branch_switch;
 pub mod busy;
 pub mod codebase;
 pub mod connections;

@@ -531,6 +531,28 @@ class PreparedTreeTest(unittest.TestCase):
             inc.PreparedTree.verify(prepared, inc.TreeState(**dict(parts, imports_map={"m": ["x"]})))
 
 
+class ResultLineTest(unittest.TestCase):
+    def test_the_paths_digest_is_the_services(self):
+        # The value `sync_plan::paths_digest` gives (its Rust test holds it).
+        self.assertEqual(inc.paths_digest(["a.py", "pkg/\u00e9.py"]),
+                         "f56a82439211a8dd6f32d7203fc806b3b65963b465cfd388a6701212021f2505")
+
+    def test_a_small_batch_lists_each_outcome(self):
+        applied = {"paths": {f"m{i}.py": "modified" for i in range(inc.DRIVER_PATHS_LISTED)}, "relinked": 3}
+        self.assertIs(inc.bounded_paths(applied), applied)
+
+    def test_a_large_batch_carries_its_digest_in_a_short_line(self):
+        paths = {f"pkg/m{i}.py": ("deleted" if i % 10 == 0 else "modified") for i in range(5000)}
+        bounded = inc.bounded_paths({"paths": paths, "relinked": 7})
+        self.assertNotIn("paths", bounded)
+        self.assertEqual(bounded["relinked"], 7)
+        self.assertEqual(bounded["paths_accounted"], 5000)
+        self.assertEqual(bounded["paths_digest"], inc.paths_digest(sorted(paths)))
+        self.assertEqual(bounded["paths_outcomes"], {"deleted": 500, "modified": 4500})
+        line = inc.RESULT_PREFIX + json.dumps(dict(bounded, timings={"total_s": 1.0}))
+        self.assertLess(len(line), 8 * 1024, "under the service's cut")
+
+
 class RunRequestTest(unittest.TestCase):
     def test_a_path_outside_the_workspace_is_refused_before_anything_runs(self):
         with mock.patch.object(inc, "probe_api", return_value=([], {})), \

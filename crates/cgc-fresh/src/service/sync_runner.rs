@@ -12,7 +12,7 @@
 //! kept between syncs (`Worker`): each sync is one request on its stdin
 //! naming the flight's changed paths, answered by one result line; it
 //! holds the database only while it applies one. Its API probe runs once per configuration; a failed probe,
-//! a whole-workspace flight, too many files, or a driver that says it cannot
+//! a whole-workspace flight, an unproven CGC version, or a driver that says it cannot
 //! apply the change runs `reconcile` instead, and says so (the `Strategy`
 //! report). After a driver run that may have left the graph partial
 //! (failed, out of time, stopped) the next sync reconciles.

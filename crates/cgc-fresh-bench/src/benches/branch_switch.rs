@@ -1,0 +1,296 @@
+//! `branch-switch`: what a `git checkout` costs the graph — a shell command
+//! that rewrites `switched` of the generated modules (each one's export
+//! renamed, and the call and import of it in the next module), then the
+//! switch back — each timed from the command's `tool_call` to the settled
+//! sync, against `cgc index .` of the same tree. Real CLI, Kùzu.
+//!
+//! Order: `cgc index`; the manifest recorded by a no-op sync (as `mcp`
+//! does); one incremental service takes an untimed one-file edit (the
+//! agent's session is under way: the worker runs, the parse cache is
+//! warm), then the switch there and the switch back.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use serde_json::{json, Value};
+
+use super::codebase::{self, Codebase, Indexed};
+use super::edit_to_fresh::{driver_timings, real_service_env, strategies_ran};
+use super::mcp::record_manifest;
+use super::strategies::{await_settled_sync, yes_no};
+use super::Tools;
+use crate::conn::Conn;
+use crate::machine::load_average;
+use crate::real_cgc::RealCgc;
+use crate::report::{self, Table};
+use crate::service::{Log, Sandbox, Service};
+use crate::stats::{fmt_count, fmt_duration};
+
+/// The issue's target: a branch switch settles within this share of a
+/// from-scratch `cgc index .` of the same tree.
+const TARGET_SHARE: f64 = 0.15;
+
+pub struct BranchSwitchOptions {
+    pub modules: usize,
+    /// Modules whose export the switch renames.
+    pub switched: usize,
+}
+
+/// One direction of the switch.
+struct Switch {
+    name: &'static str,
+    files: usize,
+    settled: Option<Duration>,
+    ran: String,
+    reported: String,
+    right: bool,
+    graph: String,
+    timings: Option<Value>,
+}
+
+/// The files a switch of the first `switched` modules rewrites, each with
+/// the names renamed in it (`forward`: `_export` → `_exported`; back: the
+/// inverse, exactly, since only the forward switch made `_exported`).
+fn rewrites(modules: usize, switched: usize) -> Vec<(usize, Vec<usize>)> {
+    (0..=switched.min(modules.saturating_sub(1)))
+        .map(|j| {
+            let mut names = Vec::new();
+            if j >= 1 && j - 1 < switched {
+                names.push(j - 1);
+            }
+            if j < switched {
+                names.push(j);
+            }
+            (j, names)
+        })
+        .filter(|(_, names)| !names.is_empty())
+        .collect()
+}
+
+fn rewrite(text: &str, names: &[usize], forward: bool) -> String {
+    names.iter().fold(text.to_string(), |text, n| {
+        let old = format!("m{n:03}_export");
+        let new = format!("m{n:03}_exported");
+        if forward {
+            text.replace(&old, &new)
+        } else {
+            text.replace(&new, &old)
+        }
+    })
+}
+
+pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
+    if opts.switched == 0 || opts.switched > opts.modules {
+        bail!("--switched must be between 1 and --modules");
+    }
+    report::section(
+        &format!(
+            "branch-switch: {} of {} generated modules rewritten by one shell command, and back",
+            opts.switched, opts.modules
+        ),
+        &tools.command_line,
+    );
+    let sandbox = Sandbox::new(&tools.scratch)?;
+    let cgc = RealCgc::new(&tools.real_cgc, &sandbox)?;
+    let ws = sandbox.workspace();
+    let Indexed {
+        described,
+        index_time,
+        files,
+        load_before,
+    } = codebase::install_and_index(
+        &Codebase::Generated {
+            modules: opts.modules,
+        },
+        &cgc,
+        &ws,
+        "branch-switch",
+    )?;
+    let state_home = sandbox.root().join("state-shared");
+    eprintln!("cgc-fresh-bench: branch-switch: recording the manifest");
+    record_manifest(tools, &sandbox, &cgc, &state_home)?;
+
+    let log = sandbox.root().join("serve-incremental.log");
+    let env = real_service_env(&cgc, "incremental", &state_home);
+    let mut service = Service::start(&tools.service_bin, &sandbox, &env, Log::File(log.clone()))?;
+    let mut harness = Conn::harness(&service.socket, "s1")?;
+
+    // The session under way: one untimed edit starts the worker and
+    // leaves the parse cache warm.
+    let last = opts.modules - 1;
+    let warm_rel = format!("pkg/mod_{last:03}.py");
+    harness.send(
+        &json!({"type": "tool_call", "session": "s1", "tool": "edit", "paths": [warm_rel]}),
+    )?;
+    let path = ws.join(&warm_rel);
+    let text = fs::read_to_string(&path)?;
+    let warmed = codebase::rename_definition(&text, &format!("m{last:03}_helper"), "warm_helper")
+        .context("no helper to rename in the last module")?;
+    fs::write(&path, warmed)?;
+    harness.send(&json!({"type": "tool_result", "session": "s1", "tool": "edit", "ok": true}))?;
+    let (outcome, reported) = await_settled_sync(&mut harness, Duration::from_secs(60 * 60));
+    outcome.with_context(|| format!("the warm-up edit did not settle: {reported}"))?;
+
+    let plan = rewrites(opts.modules, opts.switched);
+    let mut switches = Vec::new();
+    for (name, forward) in [("there", true), ("back", false)] {
+        eprintln!(
+            "cgc-fresh-bench: branch-switch: {name} ({} files)",
+            plan.len()
+        );
+        let started = Instant::now();
+        harness
+            .send(&json!({"type": "tool_call", "session": "s1", "tool": "bash", "paths": []}))?;
+        for (j, names) in &plan {
+            let path = ws.join(format!("pkg/mod_{j:03}.py"));
+            let text = fs::read_to_string(&path)?;
+            fs::write(&path, rewrite(&text, names, forward))?;
+        }
+        harness
+            .send(&json!({"type": "tool_result", "session": "s1", "tool": "bash", "ok": true}))?;
+        let (outcome, reported) = await_settled_sync(&mut harness, Duration::from_secs(60 * 60));
+        let settled = started.elapsed();
+        // Idle now: the graph answers the person's own query.
+        let probe = opts.switched / 2;
+        let (present, absent) = if forward {
+            (
+                format!("m{probe:03}_exported"),
+                format!("m{probe:03}_export"),
+            )
+        } else {
+            (
+                format!("m{probe:03}_export"),
+                format!("m{probe:03}_exported"),
+            )
+        };
+        let (present_count, absent_count) = (
+            cgc.functions_named(&present)?,
+            cgc.functions_named(&absent)?,
+        );
+        let ran = strategies_ran(&log);
+        let all_incremental = ran.iter().all(|r| r == "incremental");
+        switches.push(Switch {
+            name,
+            files: plan.len(),
+            settled: outcome.is_ok().then_some(settled),
+            ran: ran.last().cloned().unwrap_or_else(|| "?".into()),
+            reported,
+            right: present_count == 1 && absent_count == 0,
+            graph: format!("`{present}` ×{present_count}, `{absent}` ×{absent_count}"),
+            timings: if all_incremental {
+                driver_timings(&log).last().cloned()
+            } else {
+                None
+            },
+        });
+    }
+    service.stop(Duration::from_secs(30))?;
+    let load_after = load_average();
+
+    let mut table = Table::new(&[
+        "switch",
+        "files",
+        "ran",
+        "command → sync settled",
+        "÷ `cgc index .`",
+        "parse cache",
+        "database held",
+        "driver total",
+        "service reported",
+        "graph right",
+    ]);
+    let t = |s: &Switch, key: &str| {
+        s.timings
+            .as_ref()
+            .and_then(|t| t[key].as_f64())
+            .map(|v| format!("{v:.2} s"))
+            .unwrap_or_else(|| "—".into())
+    };
+    for s in &switches {
+        let cache = s.timings.as_ref().map(|t| {
+            let hits = t["parse_cache_hits"].as_f64().unwrap_or(0.0);
+            let misses = t["parse_cache_misses"].as_f64().unwrap_or(0.0);
+            format!("{hits:.0} hit / {misses:.0} parsed")
+        });
+        table.row(vec![
+            s.name.to_string(),
+            fmt_count(s.files as u64),
+            s.ran.clone(),
+            s.settled
+                .map(fmt_duration)
+                .unwrap_or_else(|| "—".to_string()),
+            s.settled
+                .map(|d| format!("{:.3}", share(d, index_time)))
+                .unwrap_or_else(|| "—".to_string()),
+            cache.unwrap_or_else(|| "—".into()),
+            t(s, "db_held_s"),
+            t(s, "total_s"),
+            s.reported.clone(),
+            format!("{} ({})", yes_no(s.right), s.graph),
+        ]);
+    }
+    report::print_table(&table);
+    let mut summary = Table::new(&["figure", "value", "target", "verdict"]);
+    for s in &switches {
+        if let Some(settled) = s.settled {
+            let ratio = share(settled, index_time);
+            summary.row(vec![
+                format!("switch {} ÷ `cgc index .`", s.name),
+                format!(
+                    "{ratio:.3} ({} / {})",
+                    fmt_duration(settled),
+                    fmt_duration(index_time)
+                ),
+                format!("≤ {TARGET_SHARE}"),
+                report::verdict(ratio <= TARGET_SHARE),
+            ]);
+        }
+    }
+    report::print_table(&summary);
+    report::note(&format!(
+        "Workspace: {described}; `cgc --db kuzudb index .` took {} and found {} files. Load \
+         average (1/5/15 min) before indexing: {load_before}; after the last switch: \
+         {load_after}. The manifest was recorded by a no-op sync right after the index \
+         (`CGC_SYNC_STRATEGY='custom: --version'`). The service: `CGC_SYNC_STRATEGY=incremental`, \
+         `CGC_GLOBAL_ARGS=--db kuzudb`, `CGC_FRESHNESS_MIN_SYNC_GAP_MS=0`, other settings \
+         default. One untimed one-file edit first (the worker started, the parse cache warm). A \
+         switch: a `bash` `tool_call`, the files rewritten (module j's export renamed, and in \
+         module j+1 the import and call of it), the `bash` `tool_result`; the service finds the \
+         changed files by comparing the tree with its manifest; timed from the `tool_call` until \
+         a pushed state with `syncing: false` after one with `syncing: true`. Graph right: \
+         `cgc query` finds the switched module's export under the branch's name once and under \
+         the other name nowhere.",
+        fmt_duration(index_time),
+        fmt_count(files),
+    ));
+    Ok(())
+}
+
+fn share(part: Duration, whole: Duration) -> f64 {
+    part.as_secs_f64() / whole.as_secs_f64().max(f64::EPSILON)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_rewrites_each_renamed_export_and_its_caller_downstream() {
+        let plan = rewrites(5, 3);
+        assert_eq!(
+            plan,
+            vec![(0, vec![0]), (1, vec![0, 1]), (2, vec![1, 2]), (3, vec![2])]
+        );
+        // All of them: the last module has no caller downstream.
+        assert_eq!(rewrites(3, 3).last(), Some(&(2, vec![1, 2])));
+    }
+
+    #[test]
+    fn the_switch_back_restores_the_text_exactly() {
+        let text = "from pkg.mod_001 import m001_export\n\n\ndef m002_export(x):\n    return m001_export(x)\n";
+        let there = rewrite(text, &[1, 2], true);
+        assert!(there.contains("m001_exported(x)") && there.contains("def m002_exported("));
+        assert_eq!(rewrite(&there, &[1, 2], false), text);
+    }
+}
