@@ -195,7 +195,8 @@ enum Phase {
     /// The incremental driver's API probe is running.
     Probing {
         child: Option<u64>,
-        result: Option<DriverResult>,
+        /// Boxed, as in `Active::Driver`.
+        result: Option<Box<DriverResult>>,
     },
     /// The sync itself is running.
     Syncing { child: Option<u64> },
@@ -1144,7 +1145,7 @@ impl SyncRunner {
                     self.report(run.flight, SyncEvent::Finished(SyncOutcome::Cancelled));
                     return;
                 }
-                let answer = match probe_answer(result.as_ref(), code) {
+                let answer = match probe_answer(result.as_deref(), code) {
                     Some(answer) => answer,
                     None if run.facts.timed_out => Err(format!(
                         "its API probe gave no answer within {} ms",
@@ -1431,7 +1432,7 @@ impl Handler<ChildEvent> for SyncRunner {
                     }
                     Phase::Probing { result, .. } => {
                         if let Some(parsed) = parse_driver_result(&text) {
-                            *result = Some(parsed);
+                            *result = Some(Box::new(parsed));
                         }
                     }
                     Phase::Syncing { .. } => {
