@@ -128,6 +128,7 @@ mod codec;
 mod decode;
 mod envelope;
 mod error;
+mod error_code;
 mod hot_path;
 mod server;
 pub mod vocab;
@@ -139,7 +140,8 @@ pub use client::{
 pub use codec::{CodecError, FrameCodec, DEFAULT_MAX_LINE_BYTES};
 pub use decode::{decode_client_frame, decode_client_frame_general, decode_server_frame};
 pub use envelope::{encode, encode_client_frame, encode_server_frame, Envelope, Frame, RequestId};
-pub use error::{ErrorCode, FrameError, FrameErrorKind};
+pub use error::{FrameError, FrameErrorKind};
+pub use error_code::ErrorCode;
 pub use server::{
     Audience, BackendFacts, ConfigFrame, ErrorFrame, McpAnswer, Notice, NoticesFrame, ServerFrame,
     StateFrame, WatcherFacts, Welcome,

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::vocab::{FreshnessStatus, NoticeCondition, NoticeLevel};
 
 /// A frame sent by the service.

@@ -15,14 +15,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
 use cgc_fresh_core::freshness::{
     DriftObserver, Effect, Envelope as CoreEnvelope, FlightId, FreshnessPolicy, FreshnessRecord,
-    Input, Millis, ProbeId, SyncOutcome, SyncScheduler, ToNotices, ToObserver, ToScheduler,
-    TreeChanges, WatcherDecline, MAX_LIVE_SESSIONS,
+    Input, ProbeId, SyncOutcome, SyncScheduler, ToNotices, ToObserver, ToScheduler, TreeChanges,
+    WatcherDecline, MAX_LIVE_SESSIONS,
 };
 use cgc_fresh_core::manifest_diff::changed_paths;
 use cgc_fresh_core::read_your_writes::{edits_pending, read_your_writes, ReadDecision};
@@ -44,7 +43,9 @@ use super::store::{FreshnessStore, Restored};
 use super::sync_runner::{
     CancelRun, ForgetSession, PrepareSync, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
 };
-use super::sync_scheduler::{SchedulerPolicy, SyncSchedulerActor};
+use super::sync_scheduler::{
+    CarryOut, ObserverLink, SchedulerPolicy, SchedulerQueued, SyncNoted, SyncSchedulerActor,
+};
 use super::watcher_supervisor::{
     RestartWatcher, SessionBegan, SessionGone, StopWatcher, WatcherEvent, WatcherReport,
     WatcherSettings, WatcherSupervisor,
@@ -182,14 +183,7 @@ type StateSummary = (
     bool,
 );
 
-pub fn now() -> Millis {
-    Millis(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-    )
-}
+use super::clock::now;
 
 fn policy(settings: &Settings, workspace: &std::path::Path) -> FreshnessPolicy {
     FreshnessPolicy {
@@ -976,7 +970,14 @@ impl Actor for DriftObserverActor {
             !record.pending.is_empty(),
             now(),
         );
-        let scheduler = SyncSchedulerActor::new(scheduler, ctx.address(), notices.clone()).start();
+        let me = ctx.address();
+        let link = ObserverLink {
+            mail: me.clone().recipient(),
+            carry_out: me.clone().recipient(),
+            queued: me.clone().recipient(),
+            noted: me.recipient(),
+        };
+        let scheduler = SyncSchedulerActor::new(scheduler, link, notices.clone()).start();
         let runner = SyncRunner::new(
             self.workspace.clone(),
             self.config.settings.clone(),
@@ -1486,13 +1487,6 @@ impl Handler<ConnectionClosed> for DriftObserverActor {
     }
 }
 
-/// A runner report, as the scheduler received it: the observer keeps the
-/// sync's snapshot (committed as the manifest on success) and the strategy
-/// note shown in the state's `detail`.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SyncNoted(pub SyncReport);
-
 impl Handler<SyncNoted> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: SyncNoted, ctx: &mut Self::Context) {
@@ -1529,12 +1523,6 @@ impl Handler<ObserverMail> for DriftObserverActor {
     }
 }
 
-/// A decision of the scheduler for the shell (`CancelSync`): carried out
-/// here, where the sync waiting for its snapshot is known.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct CarryOut(pub Effect);
-
 impl Handler<CarryOut> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: CarryOut, ctx: &mut Self::Context) {
@@ -1542,11 +1530,6 @@ impl Handler<CarryOut> for DriftObserverActor {
         self.schedule_state_flush(ctx);
     }
 }
-
-/// Whether the scheduler has a sync queued (the state's `detail`).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SchedulerQueued(pub bool);
 
 impl Handler<SchedulerQueued> for DriftObserverActor {
     type Result = ();

@@ -7,13 +7,11 @@ use actix::prelude::*;
 use bytes::Bytes;
 use cgc_fresh_proto::{encode_server_frame, ClientFrame, Envelope, RequestId, ServerFrame};
 
+pub use super::outbox::ConnId;
 use super::outbox::{admit_notice, Admission, FrameKind, Outbox};
 
 /// The actor whose work this is, named in every log line.
 const COMPONENT: &str = "connection";
-
-/// Identifies one client connection for the life of the service.
-pub type ConnId = u64;
 
 /// What a connection is told by the workspace.
 #[derive(Message, Debug, Clone)]

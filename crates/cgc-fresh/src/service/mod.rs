@@ -23,6 +23,7 @@
 //! (while still holding it, and only if its path still names the held file).
 
 mod backend_detector;
+mod clock;
 mod config_actor;
 mod connection;
 mod drift_observer;

@@ -46,7 +46,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use super::messages::ConnId;
+/// Identifies one client connection for the life of the service (the
+/// outbox is one connection's; the messages module re-exports it).
+pub type ConnId = u64;
 
 /// The actor whose work this is, named in every log line.
 const COMPONENT: &str = "connection";

@@ -18,7 +18,7 @@ use cgc_fresh_core::freshness::{
     ToScheduler,
 };
 
-use super::drift_observer::{now, CarryOut, DriftObserverActor, SchedulerQueued, SyncNoted};
+use super::clock::now;
 use super::messages::{NoticesMail, ObserverMail, SchedulerMail};
 use super::notices::NoticesActor;
 use super::sync_runner::{SyncEvent, SyncReport};
@@ -26,9 +26,36 @@ use super::sync_runner::{SyncEvent, SyncReport};
 /// The actor's name in every log line.
 const COMPONENT: &str = "sync_scheduler";
 
+/// A runner report, as the scheduler received it: the observer keeps the
+/// sync's snapshot (committed as the manifest on success) and the strategy
+/// note shown in the state's `detail`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SyncNoted(pub SyncReport);
+
+/// A decision of the scheduler for the shell (`CancelSync`): carried out
+/// by the observer, where the sync waiting for its snapshot is known.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CarryOut(pub Effect);
+
+/// Whether the scheduler has a sync queued (the state's `detail`).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SchedulerQueued(pub bool);
+
+/// Where the scheduler's words to the drift observer go: recipients, so
+/// that the scheduler knows the messages, not the actor (which starts it).
+pub struct ObserverLink {
+    pub mail: Recipient<ObserverMail>,
+    pub carry_out: Recipient<CarryOut>,
+    pub queued: Recipient<SchedulerQueued>,
+    pub noted: Recipient<SyncNoted>,
+}
+
 pub struct SyncSchedulerActor {
     scheduler: SyncScheduler,
-    observer: Addr<DriftObserverActor>,
+    observer: ObserverLink,
     notices: Addr<NoticesActor>,
     /// The one armed wake-up: when, and its handle.
     wake: Option<(Millis, SpawnHandle)>,
@@ -40,7 +67,7 @@ pub struct SyncSchedulerActor {
 impl SyncSchedulerActor {
     pub fn new(
         scheduler: SyncScheduler,
-        observer: Addr<DriftObserverActor>,
+        observer: ObserverLink,
         notices: Addr<NoticesActor>,
     ) -> Self {
         SyncSchedulerActor {
@@ -67,7 +94,7 @@ impl SyncSchedulerActor {
         let queued = self.scheduler.has_queued();
         if queued != self.queued {
             self.queued = queued;
-            self.observer.do_send(SchedulerQueued(queued));
+            self.observer.queued.do_send(SchedulerQueued(queued));
         }
         self.rearm_wake(ctx);
     }
@@ -92,7 +119,7 @@ impl SyncSchedulerActor {
                             manual
                         );
                     }
-                    self.observer.do_send(ObserverMail(message));
+                    self.observer.mail.do_send(ObserverMail(message));
                 }
                 Envelope::Notices(message) => to_notices.push(message),
                 Envelope::Shell(effect) => {
@@ -104,7 +131,7 @@ impl SyncSchedulerActor {
                             flight = flight.get()
                         );
                     }
-                    self.observer.do_send(CarryOut(effect));
+                    self.observer.carry_out.do_send(CarryOut(effect));
                 }
                 // The scheduler sends itself nothing.
                 Envelope::Scheduler(message) => {
@@ -131,6 +158,7 @@ impl SyncSchedulerActor {
                 act.wake = None;
                 tracing::debug!(component = COMPONENT, event = "wake");
                 act.observer
+                    .mail
                     .do_send(ObserverMail(ToObserver::Input(Input::Wake)));
             });
             self.wake = Some((at, handle));
@@ -155,7 +183,7 @@ impl Handler<SyncReport> for SyncSchedulerActor {
         let flight = msg.flight;
         // The observer keeps the manifest and the strategy note; it hears
         // of the report before the settlement that follows from it.
-        self.observer.do_send(SyncNoted(SyncReport {
+        self.observer.noted.do_send(SyncNoted(SyncReport {
             flight,
             event: msg.event.clone(),
         }));
