@@ -2,8 +2,9 @@
 //! `cgc_fresh_core::warm_worker`, the runner's `warm_worker.rs`): on an
 //! indexed workspace whose manifest tells the next sync what changed, the
 //! worker starts in the background, answers the driver's probe and
-//! prepares the tree, without the database; the first edit's sync is then
-//! applied by that worker, with no probe of its own.
+//! prepares the tree, without the database, and asks whether the workspace
+//! is indexed where the first sync would have to; the first edit's sync is
+//! then applied by that worker, with no probe or listing of its own.
 
 use std::time::Duration;
 
@@ -44,9 +45,12 @@ fn a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_i
     let service = service(&sandbox, &cli, &cgc);
     let mut conn = open_session(&service, "s1");
     wait_until(
-        "the warm-up to prepare the tree",
+        "the warm-up to prepare the tree and end",
         Duration::from_secs(120),
-        || !service.log_events("driver_worker_prepare").is_empty(),
+        || {
+            !service.log_events("driver_worker_prepare").is_empty()
+                && !service.log_events("worker_warm_up_ended").is_empty()
+        },
     );
     let started = service.log_events("driver_worker_started");
     assert_eq!(started.len(), 1, "{started:?}");
@@ -64,6 +68,12 @@ fn a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_i
     });
     wait_synced_fresh(&mut conn);
     assert_eq!(strategies_run(&service), ["incremental"]);
+    // Whether the workspace is indexed (consent) was asked by the warm-up,
+    // not by the sync: one listing in all.
+    let listings = service.log_events("consent_listing");
+    assert_eq!(listings.len(), 1, "{listings:?}");
+    assert_eq!(listings[0]["by"], "warm-up", "{listings:?}");
+    assert_eq!(listings[0]["indexed"], true, "{listings:?}");
     assert_eq!(
         worker_pids(&service).len(),
         1,

@@ -1499,7 +1499,9 @@ impl Handler<ChildEvent> for SyncRunner {
                 during_shutdown,
             } => {
                 self.mcp_worker_exited(id, pid, &status, ctx);
-                self.warm_up_worker_exited(id, ctx);
+                if self.warm_up_child_exited(id, status.code(), ctx) {
+                    return;
+                }
                 if self.retired_workers.remove(&id) {
                     tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, retired = true);
                     return;

@@ -5,20 +5,42 @@
 //! the driver's API probe (`{"serial": N, "probe": true}`, answered like
 //! the one-shot `--probe`, unless a probe already answered for these
 //! settings) and then to prepare the tree (`{"prepare": true}`). Neither
-//! opens the database. A sync or an MCP call that arrives meanwhile waits
-//! for the warm-up — bounded by `cgc.timeoutMs`, the probe's own bound —
-//! and then finds the probe answered and the worker running, instead of
-//! starting a probe and a worker of its own.
+//! opens the database. Where the first sync would have to ask whether the
+//! workspace is indexed (the consent listing, `cgc list`: no
+//! `lifecycle.autoCreate`, no `.codegraphcontext/`, no earlier answer),
+//! the warm-up asks it meanwhile, as the sync would, and remembers a yes.
+//! A sync or an MCP call that arrives meanwhile waits for the warm-up —
+//! bounded by `cgc.timeoutMs`, the probe's own bound — and then finds the
+//! probe answered, the listing done and the worker running, instead of
+//! starting a probe, a listing and a worker of its own.
 
 use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::{SyncStrategy, WatchMode};
-use cgc_fresh_core::sync_plan::{parse_driver_result, probe_answer, worker_prepare};
+use cgc_fresh_core::sync_plan::{
+    list_argv, listing_mentions_workspace, parse_driver_result, probe_answer, worker_prepare,
+};
 use cgc_fresh_core::warm_worker::{warm_worker_plan, WarmFacts, WarmWorker};
 
 use super::mcp_calls::PumpMcp;
 use super::{SyncRunner, COMPONENT};
+use crate::process::spawn::ChildKind;
+use crate::supervisor::{SpawnChild, StopChild};
+
+/// Lines of `cgc list` kept (as the sync's own listing keeps).
+const MAX_LISTING_LINES: usize = 10_000;
+
+/// The consent listing a warm-up runs.
+enum Listing {
+    /// Not needed (consent is known), or done.
+    Settled,
+    /// `cgc list` runs (its id once the spawn's reply names it).
+    Running {
+        child: Option<u64>,
+        lines: Vec<String>,
+    },
+}
 
 /// A warm-up under way.
 pub(super) struct Warming {
@@ -26,6 +48,9 @@ pub(super) struct Warming {
     serial: u64,
     /// The worker started for it (`None` until the spawn's reply).
     worker: Option<u64>,
+    /// The probe answered (or no probe was needed, or the worker ended).
+    probe_done: bool,
+    listing: Listing,
     timer: Option<SpawnHandle>,
 }
 
@@ -74,11 +99,25 @@ impl SyncRunner {
         };
         let timeout = Duration::from_millis(self.settings.cgc.timeout_ms);
         let timer = ctx.run_later(timeout, move |act, ctx| act.warm_up_timed_out(serial, ctx));
+        let consented =
+            self.settings.lifecycle.auto_create || self.known_indexed || self.indexed_by_marker();
         self.warming = Some(Warming {
             serial,
             worker: None,
+            probe_done: false,
+            listing: if consented {
+                Listing::Settled
+            } else {
+                Listing::Running {
+                    child: None,
+                    lines: Vec::new(),
+                }
+            },
             timer: Some(timer),
         });
+        if !consented {
+            self.start_warm_listing(serial, ctx);
+        }
         tracing::info!(
             component = COMPONENT,
             event = "worker_warm_up_started",
@@ -110,7 +149,51 @@ impl SyncRunner {
                 act.write_to_worker(started.id, line, ctx);
             } else {
                 act.prepare_warm_worker(started.id, ctx);
-                act.end_warm_up(serial, "prepared", ctx);
+                act.probe_done(serial, ctx);
+            }
+        }));
+    }
+
+    /// Runs the consent listing (`cgc list`) for warm-up `serial`.
+    fn start_warm_listing(&mut self, serial: u64, ctx: &mut Context<Self>) {
+        tracing::info!(
+            component = COMPONENT,
+            event = "consent_listing_started",
+            by = "warm-up"
+        );
+        let request = self.supervisor.send(SpawnChild {
+            program: std::path::PathBuf::from(&self.settings.cgc.executable),
+            args: list_argv(&self.settings.cgc.global_args),
+            env_set: Vec::new(),
+            kind: ChildKind::Probe,
+            session: None,
+            requester: ctx.address().recipient(),
+            piped_stdin: false,
+        });
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let id = match result {
+                Ok(Ok(started)) => started.id,
+                Ok(Err(error)) => {
+                    tracing::info!(component = COMPONENT, event = "consent_listing", by = "warm-up", conclusive = false, error = %error);
+                    act.listing_done(serial, ctx);
+                    return;
+                }
+                Err(mailbox) => {
+                    tracing::info!(component = COMPONENT, event = "consent_listing", by = "warm-up", conclusive = false, error = %mailbox);
+                    act.listing_done(serial, ctx);
+                    return;
+                }
+            };
+            match act.warming.as_mut().filter(|w| w.serial == serial) {
+                Some(Warming {
+                    listing: Listing::Running { child, .. },
+                    ..
+                }) => *child = Some(id),
+                // The warm-up ended (out of time): the listing goes too.
+                _ => act.supervisor.do_send(StopChild {
+                    id,
+                    reason: "its warm-up ended",
+                }),
             }
         }));
     }
@@ -128,6 +211,18 @@ impl SyncRunner {
     /// A line of worker `id`: the answer to the warm-up's probe. Returns
     /// whether it was one.
     pub(super) fn warm_up_line(&mut self, id: u64, text: &str, ctx: &mut Context<Self>) -> bool {
+        if let Some(Warming {
+            listing: Listing::Running { child, lines },
+            ..
+        }) = self.warming.as_mut()
+        {
+            if *child == Some(id) {
+                if lines.len() < MAX_LISTING_LINES {
+                    lines.push(text.to_string());
+                }
+                return true;
+            }
+        }
         let Some(warming) = self.warming.as_ref().filter(|w| w.worker == Some(id)) else {
             return false;
         };
@@ -153,29 +248,84 @@ impl SyncRunner {
         );
         self.probe = Some(answer.clone());
         match answer {
-            Ok(_) => {
-                self.prepare_warm_worker(id, ctx);
-                self.end_warm_up(serial, "prepared", ctx);
-            }
-            Err(_) => {
-                // The next sync reconciles (its fallback note names why);
-                // a worker that cannot apply serves nothing.
-                self.drop_worker("its API probe refused");
-                self.end_warm_up(serial, "the probe refused", ctx);
-            }
+            Ok(_) => self.prepare_warm_worker(id, ctx),
+            // The next sync reconciles (its fallback note names why); a
+            // worker that cannot apply serves nothing.
+            Err(_) => self.drop_worker("its API probe refused"),
         }
+        self.probe_done(serial, ctx);
         true
     }
 
-    /// Worker `id` exited: a warm-up waiting on it ends.
-    pub(super) fn warm_up_worker_exited(&mut self, id: u64, ctx: &mut Context<Self>) {
-        if let Some(serial) = self
-            .warming
-            .as_ref()
-            .filter(|w| w.worker == Some(id))
-            .map(|w| w.serial)
-        {
-            self.end_warm_up(serial, "the worker ended before its probe answered", ctx);
+    /// Child `id` exited (`code`): the warm-up's worker, before its probe
+    /// answered, or its listing. Returns whether it was the listing (the
+    /// runner has nothing else to do with it).
+    pub(super) fn warm_up_child_exited(
+        &mut self,
+        id: u64,
+        code: Option<i32>,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let Some(warming) = self.warming.as_mut() else {
+            return false;
+        };
+        let serial = warming.serial;
+        if warming.worker == Some(id) && !warming.probe_done {
+            tracing::info!(
+                component = COMPONENT,
+                event = "worker_warm_up_worker_ended",
+                serial
+            );
+            self.probe_done(serial, ctx);
+            return false;
+        }
+        let Listing::Running { child, lines } = &warming.listing else {
+            return false;
+        };
+        if *child != Some(id) {
+            return false;
+        }
+        let workspace = self.workspace.display().to_string();
+        let conclusive = code == Some(0);
+        let indexed =
+            conclusive && listing_mentions_workspace(lines.iter().map(String::as_str), &workspace);
+        tracing::info!(
+            component = COMPONENT,
+            event = "consent_listing",
+            by = "warm-up",
+            indexed,
+            conclusive,
+            code
+        );
+        // Only a yes is remembered: a no, or no answer, is asked again by
+        // the sync itself, which declines and tells the session.
+        if indexed {
+            self.known_indexed = true;
+        }
+        self.listing_done(serial, ctx);
+        true
+    }
+
+    fn probe_done(&mut self, serial: u64, ctx: &mut Context<Self>) {
+        if let Some(warming) = self.warming.as_mut().filter(|w| w.serial == serial) {
+            warming.probe_done = true;
+        }
+        self.end_warm_up_if_done(serial, ctx);
+    }
+
+    fn listing_done(&mut self, serial: u64, ctx: &mut Context<Self>) {
+        if let Some(warming) = self.warming.as_mut().filter(|w| w.serial == serial) {
+            warming.listing = Listing::Settled;
+        }
+        self.end_warm_up_if_done(serial, ctx);
+    }
+
+    fn end_warm_up_if_done(&mut self, serial: u64, ctx: &mut Context<Self>) {
+        let done = self.warming.as_ref().is_some_and(|w| {
+            w.serial == serial && w.probe_done && matches!(w.listing, Listing::Settled)
+        });
+        if done {
+            self.end_warm_up(serial, "ready", ctx);
         }
     }
 
@@ -184,7 +334,17 @@ impl SyncRunner {
             return;
         };
         warming.timer = None;
-        if warming.worker.is_some() {
+        let probing = warming.worker.is_some() && !warming.probe_done;
+        if let Listing::Running {
+            child: Some(id), ..
+        } = warming.listing
+        {
+            self.supervisor.do_send(StopChild {
+                id,
+                reason: "its warm-up ran out of time",
+            });
+        }
+        if probing {
             self.drop_worker("its warm-up probe ran out of time");
         }
         self.end_warm_up(serial, "out of time", ctx);
