@@ -646,10 +646,13 @@ impl World {
                 // A hint to parse ahead of a sync that waits: never while
                 // one runs (checked below, once the step is done).
                 Effect::PrepareSync => prepared = true,
+                // A hint to start the worker at a session's start: the
+                // shell decides; it changes nothing the model tracks.
                 Effect::SessionClosed { .. }
                 | Effect::RestartWatcher { .. }
                 | Effect::StopWatcher { .. }
-                | Effect::RecordChanged => {}
+                | Effect::RecordChanged
+                | Effect::WarmWorker => {}
             }
         }
         if prepared {
