@@ -15,11 +15,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::graph_backend::GraphBackend;
+use crate::graph_backend::{GraphBackend, GraphCli};
 use crate::incremental::{
     agent_batch, baseline_sync, functions, replace_in, service_with, wait_synced_fresh, write,
 };
-use crate::support::{open_session, real_cgc, strategies_run, Sandbox};
+use crate::support::{open_session, real_cgc, strategies_run, Conn, Sandbox, Service};
 
 /// The version the stand-in metadata reports.
 const UNPROVEN: &str = "99.0.0";
@@ -57,34 +57,69 @@ fn unproven_python(dir: &Path, cgc: &Path) -> String {
 }
 
 /// The probe's logged answers.
-fn probe_results(service: &crate::support::Service) -> Vec<Value> {
+fn probe_results(service: &Service) -> Vec<Value> {
     service.log_events("driver_probe_result")
 }
 
-#[test]
-fn an_unproven_cgc_version_is_not_patched_the_sync_reconciles_and_the_person_is_told_why() {
-    let Some(cgc) = real_cgc() else { return };
+/// A renamed function synced on the unproven CGC, and what it left.
+struct Renamed {
+    _stub: tempfile::TempDir,
+    _sandbox: Sandbox,
+    cli: GraphCli,
+    service: Service,
+    conn: Conn,
+    /// The `fresh` state after the rename's sync.
+    fresh: Value,
+}
+
+/// A Kùzu graph `graph` indexed by the real CLI, a service whose driver
+/// runs on the unproven CGC (with the person's opt-in if `opt_in`), its
+/// baseline sync, then one renamed function reported and synced.
+fn rename_on_unproven_cgc(graph: &str, opt_in: bool) -> Option<Renamed> {
+    let cgc = real_cgc()?;
     let stub = tempfile::tempdir().unwrap();
     let python = unproven_python(stub.path(), &cgc);
     let sandbox = Sandbox::new();
     let (ws, home) = (sandbox.workspace(), sandbox.home());
     write(&ws, "pkg/__init__.py", "");
     write(&ws, "pkg/a.py", "def first(x):\n    return x\n");
-    let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &home, "gate");
+    let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &home, graph);
     cli.index();
-    let service = service_with(
-        &sandbox,
-        &cli,
-        &cgc,
-        &[("CGC_FRESH_DRIVER_PYTHON", python.as_str())],
-    );
+    let mut env = vec![("CGC_FRESH_DRIVER_PYTHON", python.as_str())];
+    if opt_in {
+        env.push(("CGC_ALLOW_UNPROVEN_VERSION", "true"));
+    }
+    let service = service_with(&sandbox, &cli, &cgc, &env);
     let mut conn = open_session(&service, "s1");
     baseline_sync(&mut conn, &service);
-
     agent_batch(&mut conn, &["pkg/a.py"], || {
         replace_in(&ws, "pkg/a.py", "def first(", "def first_renamed(")
     });
     let fresh = wait_synced_fresh(&mut conn);
+    Some(Renamed {
+        _stub: stub,
+        _sandbox: sandbox,
+        cli,
+        service,
+        conn,
+        fresh,
+    })
+}
+
+#[test]
+fn an_unproven_cgc_version_is_not_patched_the_sync_reconciles_and_the_person_is_told_why() {
+    let Some(Renamed {
+        cli,
+        service,
+        mut conn,
+        fresh,
+        // Held to the end: the sandbox and the interpreter stub.
+        _stub: _kept_stub,
+        _sandbox: _kept_sandbox,
+    }) = rename_on_unproven_cgc("gate", false)
+    else {
+        return;
+    };
     // The edit is in the graph all the same: CGC's own reconcile ran.
     assert_eq!(strategies_run(&service), ["reconcile", "reconcile"]);
     assert_eq!(functions(&cli, "first_renamed"), 1);
@@ -122,31 +157,18 @@ fn an_unproven_cgc_version_is_not_patched_the_sync_reconciles_and_the_person_is_
 
 #[test]
 fn with_the_opt_in_the_driver_runs_on_an_unproven_cgc_version_and_says_so() {
-    let Some(cgc) = real_cgc() else { return };
-    let stub = tempfile::tempdir().unwrap();
-    let python = unproven_python(stub.path(), &cgc);
-    let sandbox = Sandbox::new();
-    let (ws, home) = (sandbox.workspace(), sandbox.home());
-    write(&ws, "pkg/__init__.py", "");
-    write(&ws, "pkg/a.py", "def first(x):\n    return x\n");
-    let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &home, "gate-opt-in");
-    cli.index();
-    let service = service_with(
-        &sandbox,
-        &cli,
-        &cgc,
-        &[
-            ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
-            ("CGC_ALLOW_UNPROVEN_VERSION", "true"),
-        ],
-    );
-    let mut conn = open_session(&service, "s1");
-    baseline_sync(&mut conn, &service);
-
-    agent_batch(&mut conn, &["pkg/a.py"], || {
-        replace_in(&ws, "pkg/a.py", "def first(", "def first_renamed(")
-    });
-    let fresh = wait_synced_fresh(&mut conn);
+    let Some(Renamed {
+        cli,
+        service,
+        conn,
+        fresh,
+        // Held to the end: the sandbox and the interpreter stub.
+        _stub: _kept_stub,
+        _sandbox: _kept_sandbox,
+    }) = rename_on_unproven_cgc("gate-opt-in", true)
+    else {
+        return;
+    };
     assert_eq!(strategies_run(&service), ["reconcile", "incremental"]);
     assert_eq!(functions(&cli, "first_renamed"), 1);
     assert_eq!(functions(&cli, "first"), 0);

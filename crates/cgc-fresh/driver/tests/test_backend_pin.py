@@ -5,7 +5,6 @@ CodeGraphContext's modules are stand-ins.
 
 Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,15 +12,7 @@ import tempfile
 import types
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(file_name, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(HERE, "..", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from driver_module import load
 
 pin = load("backend_pin.py", "cgc_fresh_backend_pin")
 EVERYTHING = dict.fromkeys(pin.IMPLICIT_ORDER, True)

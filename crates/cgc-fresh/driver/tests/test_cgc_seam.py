@@ -3,18 +3,12 @@ versions the driver patches, and what it tells the person otherwise.
 
 Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
-import importlib.util
 import os
 import unittest
 
+from driver_module import load
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(file_name, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(HERE, "..", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 seam = load("cgc_seam.py", "cgc_fresh_cgc_seam")

@@ -4,19 +4,9 @@ backend is touched. The driver and its session are stand-ins.
 
 Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
-import importlib.util
-import os
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(file_name, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(HERE, "..", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from driver_module import load
 
 index = load("falkordb_index.py", "cgc_fresh_falkordb_index")
 BROKEN = index.BROKEN_ATTRIBUTE

@@ -10,7 +10,6 @@ Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
 import contextlib
 import gc
-import importlib.util
 import json
 import os
 import sys
@@ -20,14 +19,9 @@ import types
 import unittest
 from unittest import mock
 
+from driver_module import load
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(file_name, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(HERE, "..", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 inc = load("incremental.py", "cgc_fresh_incremental")

@@ -5,20 +5,10 @@ malformed call, a failing handler). The database is a stand-in.
 
 Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
-import importlib.util
 import json
-import os
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(file_name, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(HERE, "..", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from driver_module import load
 
 tools = load("mcp_tools.py", "cgc_fresh_mcp_tools")
 

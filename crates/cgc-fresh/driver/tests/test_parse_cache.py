@@ -8,7 +8,6 @@ Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
 import contextlib
 import hashlib
-import importlib.util
 import io
 import itertools
 import json
@@ -21,15 +20,7 @@ import types
 import unittest
 from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(file_name, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(HERE, "..", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from driver_module import load
 
 pc = load("parse_cache.py", "cgc_fresh_parse_cache")
 KEY = {"format": pc.FORMAT, "repo": "/repo", "versions": [["codegraphcontext", "0.6.13"]]}

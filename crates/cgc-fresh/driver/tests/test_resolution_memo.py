@@ -7,23 +7,14 @@ Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
 import collections
 import contextlib
-import importlib.util
 import io
 import os
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from driver_module import load, load_path
 
-
-def load(path, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-memo_module = load(os.path.join(HERE, "..", "resolution_memo.py"), "cgc_fresh_resolution_memo")
+memo_module = load("resolution_memo.py", "cgc_fresh_resolution_memo")
 ALL, EMPTY = memo_module.ALL, memo_module.EMPTY
 
 
@@ -214,7 +205,7 @@ class MemoTest(unittest.TestCase):
         path = os.path.join(self.dir.name, f"calls_{abs(hash(source))}.py")
         with open(path, "w", encoding="utf-8") as f:
             f.write(source)
-        self.calls = load(path, "stand_in_calls")
+        self.calls = load_path(path, "stand_in_calls")
         return memo_module.ResolutionMemo(self.calls)
 
     def resolve(self, memo, files, imports_map=None):

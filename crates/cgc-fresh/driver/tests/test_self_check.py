@@ -4,18 +4,12 @@ differences named. The database is a stand-in `read`.
 
 Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
-import importlib.util
 import os
 import unittest
 
+from driver_module import load
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(file_name, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(HERE, "..", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 check = load("self_check.py", "cgc_fresh_self_check")

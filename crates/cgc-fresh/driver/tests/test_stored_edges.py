@@ -3,22 +3,14 @@ plain files stand in for Kùzu's database file, no CGC needed.
 
 Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
-import importlib.util
 import os
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from driver_module import load
+
 # One stored link edge's signature (its fifth member is the target's path).
 EDGE = ("CALLS", "/repo/a.py", "run", "helper", "/repo/b.py")
-
-
-def load_memo_module():
-    spec = importlib.util.spec_from_file_location(
-        "cgc_fresh_stored_edges", os.path.join(HERE, "..", "stored_edges.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def rewrite_header(path):
@@ -38,7 +30,7 @@ def write_page(path, memo):
 
 class MemoCase(unittest.TestCase):
     def setUp(self):
-        self.stored_edges = load_memo_module()
+        self.stored_edges = load("stored_edges.py", "cgc_fresh_stored_edges")
         self.dir = tempfile.TemporaryDirectory()
         self.path = os.path.join(self.dir.name, "kuzudb")
         with open(self.path, "wb") as f:

@@ -4,19 +4,9 @@
 
 Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
-import importlib.util
-import os
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(file_name, module_name):
-    spec = importlib.util.spec_from_file_location(module_name, os.path.join(HERE, "..", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from driver_module import load
 
 pauses_module = load("worker_pauses.py", "cgc_fresh_worker_pauses")
 tools_module = load("mcp_tools.py", "cgc_fresh_mcp_tools")
