@@ -170,6 +170,15 @@ pub fn worker_prepare() -> String {
     "{\"prepare\":true}\n".to_string()
 }
 
+/// The line that asks a worker for the driver's API probe (the service's
+/// warm-up at a session's start), answered like the one-shot `--probe`
+/// with `serial`.
+pub fn worker_probe(serial: u64) -> String {
+    let mut line = serde_json::json!({ "serial": serial, "probe": true }).to_string();
+    line.push('\n');
+    line
+}
+
 /// What a run does when the worker it asked exits without answering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnansweredWorkerExit {
@@ -819,6 +828,8 @@ mod tests {
             ),
             args(&[DRIVER_WITH_CACHE, &["--idle-exit", "1", "serve"]].concat())
         );
+        let probe: serde_json::Value = serde_json::from_str(worker_probe(4).trim_end()).unwrap();
+        assert_eq!(probe, serde_json::json!({"serial": 4, "probe": true}));
         let line = worker_request(7, &paths(&["a\nb.py", "c \"d\".py"]));
         assert!(line.ends_with('\n'));
         assert_eq!(line.matches('\n').count(), 1, "one line: {line:?}");

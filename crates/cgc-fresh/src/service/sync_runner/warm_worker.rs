@@ -20,6 +20,7 @@ use actix::prelude::*;
 use cgc_fresh_core::config::{SyncStrategy, WatchMode};
 use cgc_fresh_core::sync_plan::{
     list_argv, listing_mentions_workspace, parse_driver_result, probe_answer, worker_prepare,
+    worker_probe,
 };
 use cgc_fresh_core::warm_worker::{warm_worker_plan, WarmFacts, WarmWorker};
 
@@ -145,8 +146,7 @@ impl SyncRunner {
             };
             warming.worker = Some(started.id);
             if act.probe.is_none() {
-                let line = format!("{{\"serial\":{serial},\"probe\":true}}\n");
-                act.write_to_worker(started.id, line, ctx);
+                act.write_to_worker(started.id, worker_probe(serial), ctx);
             } else {
                 act.prepare_warm_worker(started.id, ctx);
                 act.probe_done(serial, ctx);
