@@ -68,8 +68,8 @@ fn renames_equal_from_scratch(backend: &GraphBackend) {
     }
     assert_eq!(
         strategies_run(&service),
-        ["reconcile", "incremental", "incremental"],
-        "the first sync has no manifest; the later ones are incremental"
+        ["baseline", "incremental", "incremental"],
+        "the first sync has no manifest (a baseline); the later ones are incremental"
     );
     assert_eq!(
         function_names(&cli, "mod1.py"),
@@ -267,7 +267,7 @@ fn a_falkordb_lite_that_does_not_start_is_never_taken_for_the_graph() {
     let ran = strategies_run(&service);
     assert_eq!(
         ran[..3],
-        ["reconcile", "incremental", "reconcile"],
+        ["baseline", "incremental", "reconcile"],
         "{ran:?}"
     );
     assert!(

@@ -157,12 +157,13 @@ pub(crate) fn wait_synced_fresh(conn: &mut crate::support::Conn) -> Value {
 }
 
 /// The first sync of a service has no manifest to tell what changed since
-/// the graph was built: it reconciles the whole workspace and records one.
-/// A person's `sync` makes that first sync before the edits under test.
+/// the graph was built: the driver finds out by comparing the graph with
+/// the tree (a baseline), and the sync records a manifest. A person's
+/// `sync` makes that first sync before the edits under test.
 pub(crate) fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) {
     conn.request(json!({"type": "sync"}), 77);
     wait_synced_fresh(conn);
-    assert_eq!(strategies_run(service), ["reconcile"], "no manifest yet");
+    assert_eq!(strategies_run(service), ["baseline"], "no manifest yet");
 }
 
 /// The strategy `status --json` names for the last sync.
@@ -280,7 +281,7 @@ fn edits_reach_the_graph_before_fresh(backend: &GraphBackend) {
     assert_eq!(
         ran,
         [
-            "reconcile",
+            "baseline",
             "incremental",
             "incremental",
             "incremental",
@@ -418,7 +419,7 @@ fn synced_and_from_scratch(
         });
         wait_synced_fresh(&mut conn);
     }
-    let mut expected = vec!["reconcile"];
+    let mut expected = vec!["baseline"];
     expected.extend(syncs.iter().map(|_| "incremental"));
     assert_eq!(strategies_run(&service), expected, "{name}");
     if syncs.len() > 1 {
@@ -489,7 +490,7 @@ fn synced_and_from_scratch(
 
 /// A number from the driver's timings as the service logs them (the debug
 /// form of a map: `"name": 1.0`).
-fn timing(timings: &str, name: &str) -> Option<f64> {
+pub(crate) fn timing(timings: &str, name: &str) -> Option<f64> {
     let rest = &timings[timings.find(&format!("\"{name}\": "))? + name.len() + 4..];
     let end = rest.find([',', '}']).unwrap_or(rest.len());
     rest[..end].trim().parse().ok()
@@ -859,7 +860,7 @@ fn one_worker_applies_successive_syncs_holds_no_lock_between_them_and_stops_with
     assert_eq!(pids.len(), 2, "a second worker: {pids:?}");
     assert_eq!(
         strategies_run(&service),
-        ["reconcile", "incremental", "incremental", "incremental"]
+        ["baseline", "incremental", "incremental", "incremental"]
     );
 
     // The service's stop takes the worker down with it.
@@ -1086,7 +1087,9 @@ fn a_worker_out_of_time_is_stopped_and_the_next_sync_reconciles() {
 /// A stand-in driver interpreter whose every worker answers its first
 /// `answered` requests at once, as applied, and then, given the next one,
 /// ends with 0 without answering: as a worker whose idle time-out strikes
-/// just as the request is written does.
+/// just as the request is written does. A baseline request (the session's
+/// first sync: no manifest yet) is always answered, as a baseline that
+/// found nothing changed, and not counted.
 pub(crate) fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
     let stub = dir.join("python");
     fs::write(
@@ -1100,6 +1103,9 @@ pub(crate) fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
              \x20       if request.get('probe'):\n\
              \x20           probed = {{'ok': True, 'mode': 'probe', 'missing': [], 'serial': request['serial'], 'exit': 0}}\n\
              \x20           print('CGC_FRESH_RESULT ' + json.dumps(probed), flush=True)\n            continue\n\
+             \x20       if request.get('baseline'):\n\
+             \x20           found = {{'ok': True, 'mode': 'apply', 'serial': request['serial'], 'exit': 0, 'baseline': True, 'paths': {{}}}}\n\
+             \x20           print('CGC_FRESH_RESULT ' + json.dumps(found), flush=True)\n            continue\n\
              \x20       if count >= {answered}:\n            sys.exit(0)\n\
              \x20       count += 1\n\
              \x20       answer = {{'ok': True, 'mode': 'apply', 'serial': request['serial'], 'exit': 0,\n\
@@ -1114,7 +1120,7 @@ pub(crate) fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
 }
 
 /// A service on the fake `cgc` whose incremental syncs go to the stand-in
-/// worker (`stand_in_worker_python`), its session's baseline reconciled.
+/// worker (`stand_in_worker_python`), its session's baseline taken.
 struct StandInWorker {
     _stub: tempfile::TempDir,
     sandbox: Sandbox,
@@ -1175,7 +1181,7 @@ fn a_worker_that_ends_as_its_request_arrives_is_replaced_and_the_sync_applies() 
     assert_eq!(worker_pids(service).len(), 2, "a second worker");
     assert_eq!(
         strategies_run(service),
-        ["reconcile", "incremental", "incremental"]
+        ["baseline", "incremental", "incremental"]
     );
     assert_eq!(fake.invocations().len(), reconciles, "no reconcile ran");
 }
@@ -1230,6 +1236,6 @@ fn a_change_of_the_cgc_settings_lets_the_idle_worker_go() {
     );
     assert_eq!(
         strategies_run(service),
-        ["reconcile", "incremental", "incremental"]
+        ["baseline", "incremental", "incremental"]
     );
 }

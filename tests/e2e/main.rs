@@ -16,6 +16,7 @@ mod incremental;
 mod instance;
 // After `incremental`, whose backend macros it uses.
 mod backends;
+mod baseline;
 mod big_batch;
 mod budget;
 mod lifetimes;

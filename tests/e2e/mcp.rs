@@ -1131,7 +1131,7 @@ fn two_hundred_queries_over_twenty_edits_read_each_edit_and_end_as_a_from_scratc
     );
     // Each edit had its own sync, applied incrementally (no fallback to a
     // reconcile): the end graph is the incremental path's.
-    let mut expected = vec!["reconcile".to_string()];
+    let mut expected = vec!["baseline".to_string()];
     expected.extend(std::iter::repeat_n("incremental".to_string(), EDITS));
     assert_eq!(strategies_run(&service), expected);
     // The queries only read, and each call's close left the database file

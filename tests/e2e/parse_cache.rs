@@ -181,7 +181,7 @@ fn warm_and_bad_parse_caches_are_exact(backend: &GraphBackend) {
     assert_eq!(
         strategies_run(&service),
         [
-            "reconcile",
+            "baseline",
             "incremental",
             "incremental",
             "incremental",

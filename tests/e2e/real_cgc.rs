@@ -781,12 +781,12 @@ fn incremental_service(project: &Project) -> Service {
     project.service(&[("CGC_SYNC_STRATEGY", "incremental")])
 }
 
-/// The first sync has no manifest and reconciles; every later one must
-/// have run `incremental` (no silent fallback).
+/// The first sync has no manifest and takes a baseline; every later one
+/// must have run `incremental` (no silent fallback).
 fn assert_incremental_after_the_first(service: &Service) {
     let ran = strategies_run(service);
     assert!(
-        ran.len() >= 2 && ran[0] == "reconcile" && ran[1..].iter().all(|s| s == "incremental"),
+        ran.len() >= 2 && ran[0] == "baseline" && ran[1..].iter().all(|s| s == "incremental"),
         "{ran:?}; fallbacks: {:?}; reports: {:?}",
         service.log_events("sync_strategy_fallback"),
         service.log_events("sync_report"),

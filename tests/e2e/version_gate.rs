@@ -169,7 +169,7 @@ fn with_the_opt_in_the_driver_runs_on_an_unproven_cgc_version_and_says_so() {
     else {
         return;
     };
-    assert_eq!(strategies_run(&service), ["reconcile", "incremental"]);
+    assert_eq!(strategies_run(&service), ["baseline", "incremental"]);
     assert_eq!(functions(&cli, "first_renamed"), 1);
     assert_eq!(functions(&cli, "first"), 0);
     let probes = probe_results(&service);

@@ -25,6 +25,10 @@ pub const DRIVER_EXIT_UNSUPPORTED: i32 = 3;
 pub enum SyncRun {
     /// The incremental driver on these workspace-relative paths.
     Incremental { paths: Vec<String> },
+    /// The incremental driver on the files whose content in the graph is
+    /// not what a from-scratch index writes (`driver/graph_baseline.py`):
+    /// nothing proves what the graph holds, for `reason`.
+    Baseline { reason: String },
     /// The configured strategy's `cgc` command (for `Incremental`,
     /// `reconcile`), with the reason when it replaces `incremental`.
     Command {
@@ -36,6 +40,15 @@ pub enum SyncRun {
 /// Decides what a sync runs. `paths` are the changed workspace-relative
 /// paths of the flight (`None`: the whole workspace); `must_reconcile` is
 /// set after an incremental run that may have left the graph partial.
+///
+/// When the changes are not known file by file (no manifest: the first
+/// sync after the person's own `cgc index .`; a manifest that cannot be
+/// compared; an edit the harness could not name), the driver finds them
+/// by comparing the graph with the tree (`Baseline`), which costs a parse
+/// and the changed files' writes, not the repository's. A run that may
+/// have left the graph partial still reconciles: the comparison reads the
+/// nodes and imports a file's write makes, not every edge a half-done
+/// run may have left behind.
 pub fn plan_sync(
     strategy: &SyncStrategy,
     paths: Option<&[String]>,
@@ -54,9 +67,12 @@ pub fn plan_sync(
     if let Some(why) = must_reconcile {
         return reconcile(why.to_string());
     }
+    let baseline = |reason: &str| SyncRun::Baseline {
+        reason: reason.to_string(),
+    };
     match paths {
-        None => reconcile("the changes are not known file by file (whole workspace)".into()),
-        Some([]) => reconcile("no changed file was recorded".into()),
+        None => baseline("the changes are not known file by file (whole workspace)"),
+        Some([]) => baseline("no changed file was recorded"),
         // Any number of files: the driver's writes grow with the files it
         // writes (each file's nodes, its link rows), the reconcile's with
         // the repository, and both parse the whole tree — so a branch
@@ -157,9 +173,15 @@ pub fn worker_argv(
     argv
 }
 
-/// One request line for a worker: apply `paths`, answer with `serial`.
-pub fn worker_request(serial: u64, paths: &[String]) -> String {
-    let mut line = serde_json::json!({ "serial": serial, "paths": paths }).to_string();
+/// One request line for a worker: apply `paths` (with `baseline`, and
+/// every file the graph does not hold as a from-scratch index would),
+/// answer with `serial`.
+pub fn worker_request(serial: u64, paths: &[String], baseline: bool) -> String {
+    let mut request = serde_json::json!({ "serial": serial, "paths": paths });
+    if baseline {
+        request["baseline"] = serde_json::Value::Bool(true);
+    }
+    let mut line = request.to_string();
     line.push('\n');
     line
 }
@@ -255,6 +277,9 @@ pub struct DriverResult {
     pub unproven: Option<String>,
     #[serde(default)]
     pub relinked: Option<u64>,
+    /// The driver compared the graph with the tree (a baseline request).
+    #[serde(default)]
+    pub baseline: bool,
     #[serde(default)]
     pub timings: BTreeMap<String, f64>,
     /// A worker's answer: the request it answers, and the exit code the
@@ -280,6 +305,22 @@ pub enum DriverVerdict {
     Outcome(SyncOutcome),
 }
 
+/// Judges an ended baseline run (`SyncRun::Baseline`): `Succeeded` only
+/// on exit 0 with a result line that says `ok` and that the graph was
+/// compared with the tree; otherwise as [`classify_driver_exit`].
+pub fn classify_baseline_exit(
+    result: Option<&DriverResult>,
+    facts: &SyncRunFacts,
+) -> DriverVerdict {
+    match ended_ok(result, facts) {
+        Err(verdict) => verdict,
+        Ok(result) if result.baseline => DriverVerdict::Outcome(SyncOutcome::Succeeded),
+        Ok(_) => DriverVerdict::Outcome(SyncOutcome::Failed {
+            error: "the incremental driver did not say it compared the graph with the tree".into(),
+        }),
+    }
+}
+
 /// Judges an ended driver run: `Succeeded` only on exit 0 with a result
 /// line that says `ok` and accounts for every requested path.
 pub fn classify_driver_exit(
@@ -287,41 +328,10 @@ pub fn classify_driver_exit(
     result: Option<&DriverResult>,
     facts: &SyncRunFacts,
 ) -> DriverVerdict {
-    let exited_ok = facts.exit_code == Some(0);
-    if !facts.cancelled
-        && !facts.timed_out
-        && !facts.lock_error
-        && facts.exit_code == Some(DRIVER_EXIT_UNSUPPORTED)
-    {
-        let reason = result
-            .and_then(|r| r.error.clone())
-            .unwrap_or_else(|| "the incremental driver cannot apply these changes".into());
-        return DriverVerdict::Fallback { reason };
-    }
-    let generic = classify_sync_exit(&SyncStrategy::Incremental, facts);
-    if !matches!(generic, SyncOutcome::Succeeded) || !exited_ok {
-        // The driver's own reason (a failed self-check names the file and
-        // the counts) says more than its exit code.
-        return DriverVerdict::Outcome(match (generic, result.and_then(|r| r.error.as_deref())) {
-            (SyncOutcome::Failed { error }, Some(reason)) => SyncOutcome::Failed {
-                error: format!("{error}: {reason}"),
-            },
-            (outcome, _) => outcome,
-        });
-    }
-    let Some(result) = result else {
-        return DriverVerdict::Outcome(SyncOutcome::Failed {
-            error: "the incremental driver exited 0 without its result line".into(),
-        });
+    let result = match ended_ok(result, facts) {
+        Ok(result) => result,
+        Err(verdict) => return verdict,
     };
-    if !result.ok {
-        return DriverVerdict::Outcome(SyncOutcome::Failed {
-            error: format!(
-                "the incremental driver reported failure: {}",
-                result.error.as_deref().unwrap_or("no reason given")
-            ),
-        });
-    }
     if let Some(digest) = &result.paths_digest {
         // The driver accounts for the requested set exactly as it read it:
         // without empty names, each once, sorted.
@@ -357,6 +367,53 @@ pub fn classify_driver_exit(
         });
     }
     DriverVerdict::Outcome(SyncOutcome::Succeeded)
+}
+
+/// What every driver run's ending is judged by first: `Err` with the
+/// verdict when it did not end with an `ok` result line on exit 0 (a
+/// fallback on exit 3, a failure, a timeout, …), else `Ok` with that line.
+fn ended_ok<'a>(
+    result: Option<&'a DriverResult>,
+    facts: &SyncRunFacts,
+) -> Result<&'a DriverResult, DriverVerdict> {
+    let exited_ok = facts.exit_code == Some(0);
+    if !facts.cancelled
+        && !facts.timed_out
+        && !facts.lock_error
+        && facts.exit_code == Some(DRIVER_EXIT_UNSUPPORTED)
+    {
+        let reason = result
+            .and_then(|r| r.error.clone())
+            .unwrap_or_else(|| "the incremental driver cannot apply these changes".into());
+        return Err(DriverVerdict::Fallback { reason });
+    }
+    let generic = classify_sync_exit(&SyncStrategy::Incremental, facts);
+    if !matches!(generic, SyncOutcome::Succeeded) || !exited_ok {
+        // The driver's own reason (a failed self-check names the file and
+        // the counts) says more than its exit code.
+        return Err(DriverVerdict::Outcome(
+            match (generic, result.and_then(|r| r.error.as_deref())) {
+                (SyncOutcome::Failed { error }, Some(reason)) => SyncOutcome::Failed {
+                    error: format!("{error}: {reason}"),
+                },
+                (outcome, _) => outcome,
+            },
+        ));
+    }
+    let Some(result) = result else {
+        return Err(DriverVerdict::Outcome(SyncOutcome::Failed {
+            error: "the incremental driver exited 0 without its result line".into(),
+        }));
+    };
+    if !result.ok {
+        return Err(DriverVerdict::Outcome(SyncOutcome::Failed {
+            error: format!(
+                "the incremental driver reported failure: {}",
+                result.error.as_deref().unwrap_or("no reason given")
+            ),
+        }));
+    }
+    Ok(result)
 }
 
 /// The driver lists each path's outcome in its result line for a batch of
@@ -703,12 +760,14 @@ mod tests {
                 paths: changed.clone()
             }
         );
-        for (given, must) in [
-            (None, None),
-            (Some(&[][..]), None),
-            (Some(&changed[..]), Some("the last incremental sync failed")),
-        ] {
-            match plan_sync(&SyncStrategy::Incremental, given, must) {
+        // A run that may have left the graph partial reconciles, whatever
+        // the paths.
+        for given in [None, Some(&[][..]), Some(&changed[..])] {
+            match plan_sync(
+                &SyncStrategy::Incremental,
+                given,
+                Some("the last incremental sync failed"),
+            ) {
                 SyncRun::Command {
                     strategy: SyncStrategy::Reconcile,
                     fallback_reason: Some(_),
@@ -732,6 +791,85 @@ mod tests {
                 fallback_reason: None
             }
         );
+    }
+
+    #[test]
+    fn changes_not_known_file_by_file_are_found_by_comparing_the_graph_not_by_a_reconcile() {
+        for given in [None, Some(&[][..])] {
+            match plan_sync(&SyncStrategy::Incremental, given, None) {
+                SyncRun::Baseline { reason } => assert!(!reason.is_empty()),
+                other => panic!("{given:?}: {other:?}"),
+            }
+        }
+        // Only the incremental strategy has a driver to ask.
+        assert!(matches!(
+            plan_sync(&SyncStrategy::Reconcile, None, None),
+            SyncRun::Command {
+                strategy: SyncStrategy::Reconcile,
+                fallback_reason: None
+            }
+        ));
+    }
+
+    #[test]
+    fn a_baseline_request_says_so_and_an_ordinary_one_does_not() {
+        let plain: serde_json::Value =
+            serde_json::from_str(&worker_request(3, &paths(&["a.py"]), false)).unwrap();
+        assert_eq!(plain, serde_json::json!({"serial": 3, "paths": ["a.py"]}));
+        let baseline: serde_json::Value =
+            serde_json::from_str(&worker_request(4, &[], true)).unwrap();
+        assert_eq!(
+            baseline,
+            serde_json::json!({"serial": 4, "paths": [], "baseline": true})
+        );
+    }
+
+    #[test]
+    fn a_baseline_succeeds_only_when_the_driver_says_it_compared_the_graph() {
+        let ok = SyncRunFacts {
+            exit_code: Some(0),
+            ..SyncRunFacts::default()
+        };
+        let compared = DriverResult {
+            ok: true,
+            baseline: true,
+            ..DriverResult::default()
+        };
+        assert_eq!(
+            classify_baseline_exit(Some(&compared), &ok),
+            DriverVerdict::Outcome(SyncOutcome::Succeeded)
+        );
+        // An ordinary apply's answer (an old driver that ignored the
+        // request's baseline) is not a baseline.
+        let not_compared = DriverResult {
+            ok: true,
+            ..DriverResult::default()
+        };
+        assert!(matches!(
+            classify_baseline_exit(Some(&not_compared), &ok),
+            DriverVerdict::Outcome(SyncOutcome::Failed { .. })
+        ));
+        assert!(matches!(
+            classify_baseline_exit(None, &ok),
+            DriverVerdict::Outcome(SyncOutcome::Failed { .. })
+        ));
+        // Exit 3: nothing written, the reconcile runs.
+        let unsupported = SyncRunFacts {
+            exit_code: Some(DRIVER_EXIT_UNSUPPORTED),
+            ..SyncRunFacts::default()
+        };
+        assert!(matches!(
+            classify_baseline_exit(Some(&not_compared), &unsupported),
+            DriverVerdict::Fallback { .. }
+        ));
+        let failed = SyncRunFacts {
+            exit_code: Some(1),
+            ..SyncRunFacts::default()
+        };
+        assert!(matches!(
+            classify_baseline_exit(Some(&compared), &failed),
+            DriverVerdict::Outcome(SyncOutcome::Failed { .. })
+        ));
     }
 
     /// The script, root options and cache every driver mode starts with.
@@ -830,7 +968,7 @@ mod tests {
         );
         let probe: serde_json::Value = serde_json::from_str(worker_probe(4).trim_end()).unwrap();
         assert_eq!(probe, serde_json::json!({"serial": 4, "probe": true}));
-        let line = worker_request(7, &paths(&["a\nb.py", "c \"d\".py"]));
+        let line = worker_request(7, &paths(&["a\nb.py", "c \"d\".py"]), false);
         assert!(line.ends_with('\n'));
         assert_eq!(line.matches('\n').count(), 1, "one line: {line:?}");
         let back: serde_json::Value = serde_json::from_str(line.trim_end()).unwrap();

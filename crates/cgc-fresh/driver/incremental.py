@@ -6,7 +6,7 @@ Run with the interpreter of the configured `cgc` (the service finds it from
 `cgc`'s shebang), with cwd = the workspace root:
 
     python incremental.py [ROOT OPTIONS] --probe
-    python incremental.py [ROOT OPTIONS] apply -- REL_PATH...
+    python incremental.py [ROOT OPTIONS] [--baseline] apply -- REL_PATH...
     python incremental.py [ROOT OPTIONS] [--idle-exit SECONDS] serve
     python incremental.py [ROOT OPTIONS] reconcile -- CGC CGC_ARGS...
 
@@ -26,7 +26,10 @@ against: `cgc_seam.py`), and `--parse-cache PATH`: where CGC's per-file parse re
 `parse_cache.py`, installed next to this file as `incremental-parse-cache.py`;
 without the option, or without that file, every file is parsed). Every REL_PATH is a
 changed path relative to the workspace (added, modified or deleted: the disk
-and the graph say which).
+and the graph say which). With `--baseline` the changed paths are those and
+every file whose nodes and imports in the graph are not what a
+from-scratch index of the tree writes now (`graph_baseline.py`): the sync
+when nothing proves what the graph holds.
 
 The recipe (CodeGraphContext's per-file watcher path, applied path by path,
 is not exact; this is):
@@ -232,9 +235,9 @@ def emit(result):
 
 
 def parse_argv(argv):
-    """CGC's root options, then `--probe` or `apply -- PATH...`."""
+    """CGC's root options, then `--probe` or `[--baseline] apply -- PATH...`."""
     opts = {"db": None, "db_path": None, "parse_cache": None, "probe": False, "paths": None,
-            "serve": False, "idle_exit": DEFAULT_IDLE_EXIT_S, "allow_unproven": False}
+            "serve": False, "idle_exit": DEFAULT_IDLE_EXIT_S, "allow_unproven": False, "baseline": False}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -267,6 +270,9 @@ def parse_argv(argv):
             return opts
         elif arg == "--probe":
             opts["probe"] = True
+            i += 1
+        elif arg == "--baseline":
+            opts["baseline"] = True
             i += 1
         elif arg == "apply":
             rest = argv[i + 1 :]
@@ -862,6 +868,7 @@ WORKER_PAUSES_MODULE = "incremental-worker-pauses.py"
 BACKEND_PIN_MODULE = "incremental-backend-pin.py"
 MCP_TOOLS_MODULE = "incremental-mcp-tools.py"
 CGC_SEAM_MODULE = "incremental-cgc-seam.py"
+GRAPH_BASELINE_MODULE = "incremental-graph-baseline.py"
 
 
 def load_companion(file_name, module_name):
@@ -1597,7 +1604,7 @@ def take_prepared(repo_posix, files, parsed_suffixes, timings):
     return prepared.tree
 
 
-def run_apply(opts, rel_paths, timings, prepare_only=False):
+def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False):
     from pathlib import Path
 
     from codegraphcontext.cli import main as cgc_main
@@ -1771,7 +1778,7 @@ def run_apply(opts, rel_paths, timings, prepare_only=False):
         applied = apply_with_database(
             repo, repo_posix, prefix, graph_builder, tree.parsed, tree.links, (tree.expected, tree.writer_nodes),
             tree.targets, tree.csharp_paths, tree.module_first, tree.module_defined, tree.imports_map, changed,
-            changed_abs, timings,
+            changed_abs, timings, baseline=baseline,
         )
         return applied
     finally:
@@ -1842,8 +1849,47 @@ def delete_link_edges(write, sources, changed):
             raise
 
 
+def graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, parsed, imports_map, stored_files,
+                               timings):
+    """The absolute paths of the files whose nodes and imports in the graph
+    are not what a from-scratch index of the tree writes now, or that are
+    in the graph and not in the tree (`graph_baseline.py`)."""
+    t = time.monotonic()
+    baseline = load_companion(GRAPH_BASELINE_MODULE, "cgc_fresh_graph_baseline")
+    reader = KuzuReader.open(gb.db_manager, backend)
+    try:
+        stored, columns = baseline.stored_contents(reader.read if reader else read, backend, prefix,
+                                                   _is_binder_error)
+    finally:
+        if reader:
+            reader.close()
+    timings["baseline_read_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+    writer_class = type(gb._writer)
+    repo_name = repo.name
+
+    def expected_for(path):
+        fd = parsed[path][1]
+
+        def write_file(driver):
+            writer_class(driver, driver).add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
+
+        return baseline.expected_content(write_file, backend, columns)
+
+    # The files a from-scratch index writes (as the outcome rule below:
+    # a file without a parser gets nothing), and whether each parsed.
+    present = {p: "error" not in fd for p, (_f, fd) in parsed.items()
+               if "error" not in fd or not fd.get("unsupported")}
+    found = baseline.differing_files(present, set(stored_files), stored, expected_for)
+    timings["baseline_compare_s"] = round(time.monotonic() - t, 3)
+    timings["baseline_files"] = len(present)
+    timings["baseline_differing"] = len(found)
+    return found
+
+
 def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, targets, csharp_paths,
-                        module_first, module_defined, imports_map, changed, changed_abs, timings):
+                        module_first, module_defined, imports_map, changed, changed_abs, timings,
+                        baseline=False):
     from pathlib import Path
 
     t = time.monotonic()
@@ -1910,6 +1956,15 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
         stored, stored_files = remembered
     timings["stored_edges_remembered"] = 0 if remembered is None else 1
     timings["stored_edges_by_content"] = 1 if remembered is not None and memo.by_content else 0
+    if baseline:
+        # Nothing proves what the graph holds: the files it does not hold
+        # as a from-scratch index would are the changed ones
+        # (`graph_baseline.py`).
+        found = graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, parsed, imports_map,
+                                           stored_files, timings)
+        for abs_path in sorted(found - changed_abs):
+            changed.append((abs_path[len(prefix):], abs_path))
+        changed_abs |= found
     # Edges into the changed files from outside the repository prefix are
     # not ours to re-link; edges from inside are in `stored`.
     dependants = {
@@ -2088,7 +2143,7 @@ def main(argv):
     os.environ.setdefault("ENABLE_AUTO_WATCH", "false")
     if opts["serve"]:
         return serve(opts)
-    result, code = run_request(opts, opts["paths"])
+    result, code = run_request(opts, opts["paths"], baseline=opts["baseline"])
     emit(result)
     return code
 
@@ -2203,9 +2258,11 @@ def ready_backend():
         close_database(manager)
 
 
-def run_request(opts, paths):
-    """One probe or one apply of `paths`: (the result line's object, the
-    exit code it stands for)."""
+def run_request(opts, paths, baseline=False):
+    """One probe or one apply of `paths` — with `baseline`, of `paths` and
+    of every file the graph does not hold as a from-scratch index would
+    (`graph_baseline.py`): (the result line's object, the exit code it
+    stands for)."""
     started = time.monotonic()
     result = {"protocol": PROTOCOL, "ok": False}
     timings = {"_t0": started}
@@ -2241,9 +2298,11 @@ def run_request(opts, paths):
             if not isinstance(rel, str) or os.path.isabs(rel) or rel.split("/")[0] == "..":
                 raise Unsupported(f"not a workspace-relative path: {rel!r}")
         with RequestMemos(), CollectorPaused():
-            applied = run_apply(opts, rel_paths, timings)
+            applied = run_apply(opts, rel_paths, timings, baseline=baseline)
         timings["total_s"] = round(time.monotonic() - started, 3)
         result.update(mode="apply", ok=True, requested=len(rel_paths), timings=timings, **bounded_paths(applied))
+        if baseline:
+            result.update(baseline=True)
         return result, EXIT_OK
     except Unsupported as exc:
         result.update(error=str(exc), unsupported=True, timings=_clean(timings))
@@ -2267,7 +2326,8 @@ def serve(opts):
     """The long-lived worker: CGC stays imported between syncs, and the
     database is open only while a request is applied (or, for MCP calls
     that ask for it, until their hold passes: `mcp_tools.CallDatabase`).
-    One request per stdin line, `{"serial": N, "paths": [REL_PATH, ...]}`;
+    One request per stdin line, `{"serial": N, "paths": [REL_PATH, ...]}`
+    (with `"baseline": true`, `--baseline`'s request: `graph_baseline.py`);
     one result line per request, as `apply` prints it plus `serial` and
     `exit` (the exit code `apply` would have ended with). A line
     `{"prepare": true}` asks for step 1 ahead of the next request and is
@@ -2367,12 +2427,15 @@ def serve_lines(opts, tools, pauses, database):
             paths = request["paths"]
             if not isinstance(paths, list):
                 raise ValueError("paths is not a list")
+            baseline = request.get("baseline", False)
+            if not isinstance(baseline, bool):
+                raise ValueError("baseline is not true or false")
         except (ValueError, KeyError, AttributeError, TypeError) as exc:
             emit({"protocol": PROTOCOL, "ok": False, "exit": EXIT_USAGE, "serial": serial,
                   "error": f"not a request: {exc}"})
             continue
         database.release()
-        result, code = run_request(opts, paths)
+        result, code = run_request(opts, paths, baseline=baseline)
         result.update(serial=serial, exit=code)
         emit(result)
         if code not in (EXIT_OK, EXIT_UNSUPPORTED):

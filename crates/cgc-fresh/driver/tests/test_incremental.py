@@ -643,8 +643,8 @@ class ServeLinesTest(unittest.TestCase):
         codes = list(codes or [])
         runs = []
 
-        def run_request(opts, paths):
-            runs.append(paths)
+        def run_request(opts, paths, baseline=False):
+            runs.append(("baseline", paths) if baseline else paths)
             code = codes.pop(0) if codes else inc.EXIT_OK
             return {"protocol": inc.PROTOCOL, "ok": code == 0}, code
 
@@ -679,6 +679,15 @@ class ServeLinesTest(unittest.TestCase):
         self.assertEqual([(line["serial"], line["exit"]) for line in lines], [(1, 0), (2, 0)])
         self.assertEqual(told, ["after_sync", "after_sync"])
         self.assertEqual(released, [0, 1], "a held database is released before each sync")
+
+    def test_a_baseline_line_asks_for_the_baseline_and_a_bad_flag_is_no_request(self):
+        code, lines, runs, _served, _told, _released = self.serve(
+            b'{"serial": 1, "paths": [], "baseline": true}\n{"serial": 2, "paths": [], "baseline": "yes"}\n'
+            b'{"serial": 3, "paths": ["a.py"], "baseline": false}\n')
+        self.assertEqual(code, inc.EXIT_OK)
+        self.assertEqual(runs, [("baseline", []), ["a.py"]])
+        self.assertEqual([(line["serial"], line["exit"]) for line in lines], [(1, 0), (2, 2), (3, 0)])
+        self.assertIn("baseline is not true or false", lines[1]["error"])
 
     def test_lines_that_are_no_request_are_answered_and_the_worker_goes_on(self):
         code, lines, runs, _served, _told, _released = self.serve(

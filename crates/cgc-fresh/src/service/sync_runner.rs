@@ -25,11 +25,12 @@ use actix::prelude::*;
 use cgc_fresh_core::config::{Settings, SyncStrategy};
 use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncAllowance, SyncCost, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
-    classify_driver_exit, classify_sync_exit, driver_argv, interpreter_from_shebang,
-    is_index_skip_line, list_argv, listing_mentions_workspace, parse_driver_result, plan_sync,
-    probe_answer, reconcile_argv, sync_argv, unanswered_worker_exit, worker_argv, worker_prepare,
-    worker_request, DriverOptions, DriverResult, DriverVerdict, SyncRun, SyncRunFacts,
-    UnansweredWorkerExit, DRIVER_EXIT_UNSUPPORTED,
+    classify_baseline_exit, classify_driver_exit, classify_sync_exit, driver_argv,
+    interpreter_from_shebang, is_index_skip_line, list_argv, listing_mentions_workspace,
+    parse_driver_result, plan_sync, probe_answer, reconcile_argv, sync_argv,
+    unanswered_worker_exit, worker_argv, worker_prepare, worker_request, DriverOptions,
+    DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
+    DRIVER_EXIT_UNSUPPORTED,
 };
 
 mod mcp_calls;
@@ -108,6 +109,11 @@ pub const CGC_SEAM_MODULE_FILE: &str = "incremental-cgc-seam.py";
 /// backend CGC fell back to; installed next to the driver.
 pub const BACKEND_PIN_MODULE: &str = include_str!("../../driver/backend_pin.py");
 pub const BACKEND_PIN_MODULE_FILE: &str = "incremental-backend-pin.py";
+/// The comparison of the graph with the tree (`driver/graph_baseline.py`)
+/// that finds the changed files when nothing else names them; installed
+/// next to the driver.
+pub const GRAPH_BASELINE_MODULE: &str = include_str!("../../driver/graph_baseline.py");
+pub const GRAPH_BASELINE_MODULE_FILE: &str = "incremental-graph-baseline.py";
 /// The parse cache itself (CGC's per-file parse results between syncs),
 /// in the same private state directory; the driver writes it.
 pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
@@ -225,6 +231,9 @@ impl Phase {
 enum Active {
     Driver {
         paths: Vec<String>,
+        /// A baseline request (`SyncRun::Baseline`): the driver finds the
+        /// changed files by comparing the graph with the tree.
+        baseline: bool,
         /// Boxed: a result is large, and most runs' `Active` holds none.
         result: Option<Box<DriverResult>>,
         /// The worker request this run waits for the answer to.
@@ -273,6 +282,9 @@ impl Run {
     /// The class of cost of what the sync phase runs.
     fn cost(&self) -> SyncCost {
         match self.active {
+            // A baseline parses the whole tree and reads the whole graph:
+            // it pays from the whole-repository allowance.
+            Some(Active::Driver { baseline: true, .. }) => SyncCost::WholeRepository,
             Some(Active::Driver { .. }) => SyncCost::ChangedFiles,
             _ => SyncCost::WholeRepository,
         }
@@ -456,9 +468,15 @@ impl SyncRunner {
                 Ok(Ok(started)) => {
                     run.phase.set_child(started.id);
                     if kind == ChildKind::Worker && run.end_requested.is_none() {
-                        if let Some(Active::Driver { paths, serial, .. }) = &run.active {
-                            let (paths, serial) = (paths.clone(), *serial);
-                            act.send_request(started.id, serial, &paths, ctx);
+                        if let Some(Active::Driver {
+                            paths,
+                            serial,
+                            baseline,
+                            ..
+                        }) = &run.active
+                        {
+                            let (paths, serial, baseline) = (paths.clone(), *serial, *baseline);
+                            act.send_request(started.id, serial, &paths, baseline, ctx);
                         }
                     }
                     let Some(run) = act.run.as_mut().filter(|r| r.flight == flight) else {
@@ -518,7 +536,16 @@ impl SyncRunner {
                 fallback_reason,
             } => self.start_command(strategy, fallback_reason, ctx),
             SyncRun::Incremental { paths } => match self.probe.clone() {
-                Some(Ok(_)) => self.start_driver(paths, ctx),
+                Some(Ok(_)) => self.start_driver(paths, None, ctx),
+                Some(Err(reason)) => self.start_command(
+                    SyncStrategy::Reconcile,
+                    Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
+                    ctx,
+                ),
+                None => self.start_probe(ctx),
+            },
+            SyncRun::Baseline { reason } => match self.probe.clone() {
+                Some(Ok(_)) => self.start_driver(Vec::new(), Some(reason), ctx),
                 Some(Err(reason)) => self.start_command(
                     SyncStrategy::Reconcile,
                     Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
@@ -678,6 +705,7 @@ impl SyncRunner {
         let mcp_module = self.driver_path.with_file_name(MCP_TOOLS_MODULE_FILE);
         let pauses_module = self.driver_path.with_file_name(WORKER_PAUSES_MODULE_FILE);
         let seam_module = self.driver_path.with_file_name(CGC_SEAM_MODULE_FILE);
+        let baseline_module = self.driver_path.with_file_name(GRAPH_BASELINE_MODULE_FILE);
         for (path, text) in [
             (&self.driver_path, INCREMENTAL_DRIVER),
             (&cache_module, PARSE_CACHE_MODULE),
@@ -689,6 +717,7 @@ impl SyncRunner {
             (&mcp_module, MCP_TOOLS_MODULE),
             (&pauses_module, WORKER_PAUSES_MODULE),
             (&seam_module, CGC_SEAM_MODULE),
+            (&baseline_module, GRAPH_BASELINE_MODULE),
         ] {
             crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())
@@ -725,8 +754,21 @@ impl SyncRunner {
         self.spawn_program(program, argv, ChildKind::Probe, ctx);
     }
 
-    fn start_driver(&mut self, paths: Vec<String>, ctx: &mut Context<Self>) {
-        if self.over_budget(SyncCost::ChangedFiles) {
+    /// Applies `paths` with the driver; with `baseline` (why nothing
+    /// proves what the graph holds), also every file the graph does not
+    /// hold as a from-scratch index would.
+    fn start_driver(
+        &mut self,
+        paths: Vec<String>,
+        baseline: Option<String>,
+        ctx: &mut Context<Self>,
+    ) {
+        let cost = if baseline.is_some() {
+            SyncCost::WholeRepository
+        } else {
+            SyncCost::ChangedFiles
+        };
+        if self.over_budget(cost) {
             return;
         }
         // A worker already running needs nothing written or spawned.
@@ -744,7 +786,9 @@ impl SyncRunner {
                 }
             },
         };
-        let Some((flight, serial)) = self.new_driver_request(paths.clone(), false) else {
+        let Some((flight, serial)) =
+            self.new_driver_request(paths.clone(), baseline.is_some(), false)
+        else {
             return;
         };
         if let Some(run) = self.run.as_mut() {
@@ -756,8 +800,14 @@ impl SyncRunner {
             component = COMPONENT,
             event = "sync_strategy",
             flight = flight.0,
-            strategy = "incremental",
+            // A baseline is named apart: its cost and its proof differ.
+            strategy = if baseline.is_some() {
+                "baseline"
+            } else {
+                "incremental"
+            },
             files = count,
+            reason = baseline.as_deref(),
             worker = self.worker.map(|w| w.pid)
         );
         // On a CGC the driver was not proven against (the person allowed
@@ -766,10 +816,17 @@ impl SyncRunner {
             Some(Ok(Some(note))) => format!("; {note}"),
             _ => String::new(),
         };
+        let note = match &baseline {
+            Some(reason) => format!(
+                "sync strategy incremental from a baseline: the changed files are found by \
+                 comparing the graph with the tree ({reason}{unproven})"
+            ),
+            None => format!("sync strategy incremental ({count} changed file(s){unproven})"),
+        };
         self.report(
             flight,
             SyncEvent::Strategy {
-                note: format!("sync strategy incremental ({count} changed file(s){unproven})"),
+                note,
                 fallback: false,
                 driver_unavailable: false,
             },
@@ -783,7 +840,7 @@ impl SyncRunner {
                 if let Some(event) = run.spawned_report(worker.pid) {
                     self.report(flight, event);
                 }
-                self.send_request(worker.id, serial, &paths, ctx);
+                self.send_request(worker.id, serial, &paths, baseline.is_some(), ctx);
             }
             (None, Some((program, argv))) => self.spawn_worker(program, argv, ctx),
             (None, None) => {}
@@ -792,13 +849,19 @@ impl SyncRunner {
 
     /// Makes `paths` the current run's driver request under a new serial
     /// (waiting for its child); the run's flight and the serial.
-    fn new_driver_request(&mut self, paths: Vec<String>, retried: bool) -> Option<(FlightId, u64)> {
+    fn new_driver_request(
+        &mut self,
+        paths: Vec<String>,
+        baseline: bool,
+        retried: bool,
+    ) -> Option<(FlightId, u64)> {
         self.next_serial += 1;
         let serial = self.next_serial;
         let run = self.run.as_mut()?;
         run.phase = Phase::Syncing { child: None };
         run.active = Some(Active::Driver {
             paths,
+            baseline,
             result: None,
             serial,
             retried,
@@ -864,6 +927,7 @@ impl SyncRunner {
         };
         let Some(Active::Driver {
             paths,
+            baseline,
             result: None,
             retried,
             ..
@@ -876,7 +940,7 @@ impl SyncRunner {
         if verdict == UnansweredWorkerExit::End {
             return false;
         }
-        let paths = paths.clone();
+        let (paths, baseline) = (paths.clone(), *baseline);
         let Ok((program, argv)) = self.driver_command() else {
             return false;
         };
@@ -885,7 +949,7 @@ impl SyncRunner {
         if let Some(timer) = self.run.as_mut().and_then(|run| run.timer.take()) {
             ctx.cancel_future(timer);
         }
-        let Some((flight, serial)) = self.new_driver_request(paths, true) else {
+        let Some((flight, serial)) = self.new_driver_request(paths, baseline, true) else {
             return false;
         };
         tracing::info!(
@@ -919,17 +983,25 @@ impl SyncRunner {
     /// Asks the worker to apply `paths`; its answer is a result line with
     /// this `serial`. A request that cannot be written stops the worker,
     /// and the run ends with its exit.
-    fn send_request(&mut self, id: u64, serial: u64, paths: &[String], ctx: &mut Context<Self>) {
+    fn send_request(
+        &mut self,
+        id: u64,
+        serial: u64,
+        paths: &[String],
+        baseline: bool,
+        ctx: &mut Context<Self>,
+    ) {
         tracing::info!(
             component = COMPONENT,
             event = "driver_worker_request",
             id,
             serial,
-            files = paths.len()
+            files = paths.len(),
+            baseline
         );
         // The worker closes a database it held before it applies.
         self.database_held_by = None;
-        self.write_to_worker(id, worker_request(serial, paths), ctx);
+        self.write_to_worker(id, worker_request(serial, paths, baseline), ctx);
     }
 
     /// Writes one line to worker `id`; a line that cannot be written stops
@@ -1169,10 +1241,10 @@ impl SyncRunner {
                     unproven = answer.as_ref().ok().and_then(|note| note.as_deref())
                 );
                 self.probe = Some(answer.clone());
-                let paths = run.paths.clone().unwrap_or_default();
                 self.run = Some(run);
                 match answer {
-                    Ok(_) => self.start_driver(paths, ctx),
+                    // Planned again, now that the probe answered.
+                    Ok(_) => self.start_sync(ctx),
                     Err(reason) => self.start_command(
                         SyncStrategy::Reconcile,
                         Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
@@ -1198,8 +1270,18 @@ impl SyncRunner {
                 }
                 run.facts.output_tail = tail;
                 match run.active.clone() {
-                    Some(Active::Driver { paths, result, .. }) => {
-                        match classify_driver_exit(&paths, result.as_deref(), &run.facts) {
+                    Some(Active::Driver {
+                        paths,
+                        baseline,
+                        result,
+                        ..
+                    }) => {
+                        let verdict = if baseline {
+                            classify_baseline_exit(result.as_deref(), &run.facts)
+                        } else {
+                            classify_driver_exit(&paths, result.as_deref(), &run.facts)
+                        };
+                        match verdict {
                             DriverVerdict::Fallback { reason } => {
                                 self.run = Some(run);
                                 self.start_command(SyncStrategy::Reconcile, Some(reason), ctx);
@@ -1213,6 +1295,7 @@ impl SyncRunner {
                                             event = "incremental_applied",
                                             flight = run.flight.0,
                                             files = paths.len(),
+                                            baseline,
                                             relinked = result.as_ref().and_then(|r| r.relinked),
                                             timings = ?result.as_ref().map(|r| &r.timings)
                                         );
