@@ -4,7 +4,11 @@
 //! with the graph checked after every sample and the incremental driver's
 //! own timings (parse, database lock) read from the service's log.
 //!
-//! Order: `cgc index`; a `reconcile` service takes one timed edit (its sync
+//! Order: `cgc index`; edits made while no service runs (a function
+//! renamed, a module deleted, a module added), then an `incremental`
+//! service with no manifest takes one timed edit — the first sync after
+//! `cgc index .`, which finds what changed by comparing the graph with the
+//! tree (the baseline); a `reconcile` service takes one timed edit (its sync
 //! records the manifest); an `incremental` service on the same state
 //! directory then takes `samples` timed edits of other files. Its first
 //! edit starts with no parse cache (every file parsed), the later ones with
@@ -35,6 +39,14 @@ const RESTART_PAUSE: Duration = Duration::from_secs(5);
 
 /// The label of the sample after a restart.
 const AFTER_RESTART: &str = "incremental, after a restart";
+
+/// The label of the first sync after `cgc index .` (with offline edits).
+const FIRST_AFTER_INDEX: &str = "incremental, first after cgc index";
+
+/// The module the offline edits add (at the workspace's root), and its
+/// function.
+const OFFLINE_MODULE: &str = "cgc_fresh_bench_offline.py";
+const OFFLINE_FUNCTION: &str = "cgc_fresh_bench_made_offline";
 
 /// The time budget of every sync (3 h).
 const MAINTENANCE_TIMEOUT_MS: u64 = 3 * 60 * 60 * 1000;
@@ -113,14 +125,40 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
         files,
         load_before,
     } = codebase::install_and_index(&opts.codebase, &cgc, &sandbox.workspace(), "edit-to-fresh")?;
-    let candidates =
-        codebase::edit_targets(&opts.codebase, &sandbox.workspace(), opts.samples + 2)?;
-    let targets = indexed_targets(&cgc, candidates, opts.samples + 2)?;
+    // Besides the samples: the reconcile's, the restart's, the first sync
+    // after the index's, and the two offline edits' (a rename, a delete).
+    let wanted = opts.samples + 5;
+    let candidates = codebase::edit_targets(&opts.codebase, &sandbox.workspace(), wanted)?;
+    let targets = indexed_targets(&cgc, candidates, wanted)?;
+    let mut target_files: Vec<&str> = targets.iter().map(|t| t.rel.as_str()).collect();
+    target_files.sort_unstable();
+    target_files.dedup();
+    if target_files.len() != targets.len() {
+        bail!("the edit targets share files; the offline delete would take a target with it");
+    }
+    let (offline_rename, targets) = targets.split_first().context("no file to rename offline")?;
+    let (offline_delete, targets) = targets.split_first().context("no file to delete offline")?;
+    let (first_after_index, targets) = targets
+        .split_first()
+        .context("no file to edit after the index")?;
 
     // Both services share one state directory: the reconcile's manifest
     // is what the incremental service diffs against.
     let state_home = sandbox.root().join("state-shared");
     let mut samples = Vec::new();
+    eprintln!("cgc-fresh-bench: edit-to-fresh: the first sync after `cgc index .`");
+    let offline = edit_offline(&sandbox.workspace(), offline_rename, offline_delete)?;
+    samples.extend(measure(
+        tools,
+        &sandbox,
+        &cgc,
+        &sandbox.root().join("state-first"),
+        "incremental",
+        FIRST_AFTER_INDEX,
+        std::slice::from_ref(first_after_index),
+        Duration::ZERO,
+    )?);
+    let offline_right = offline.in_graph(&cgc)?;
     let (first, rest) = targets
         .split_first()
         .context("no file to edit in the workspace")?;
@@ -231,9 +269,40 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
         .iter()
         .filter(|s| s.strategy == "incremental")
         .collect();
+    let mut summary = Table::new(&["figure", "value", "target", "verdict"]);
+    if let Some(first) = samples.iter().find(|s| s.strategy == FIRST_AFTER_INDEX) {
+        let differing = first
+            .timings
+            .as_ref()
+            .and_then(|t| t["baseline_differing"].as_f64())
+            .map(|n| format!("{n:.0}"))
+            .unwrap_or_else(|| "?".into());
+        summary.row(vec![
+            format!(
+                "first sync after `cgc index .` (ran {}; {differing} file(s) found differing; \
+                 offline edits in the graph: {})",
+                first.ran,
+                yes_no(offline_right)
+            ),
+            first
+                .settled
+                .map(fmt_duration)
+                .unwrap_or_else(|| "—".into()),
+            String::new(),
+            String::new(),
+        ]);
+        if let Some(settled) = first.settled {
+            let of_index = settled.as_secs_f64() / index_time.as_secs_f64();
+            summary.row(vec![
+                "first sync after `cgc index .` ÷ `cgc index .`".into(),
+                format!("{of_index:.3}"),
+                "≤ 0.10 (moonshot 0.05)".into(),
+                report::verdict(of_index <= 0.10 && offline_right && first.right),
+            ]);
+        }
+    }
     let settled = |list: &[&Sample]| list.iter().filter_map(|s| s.settled).collect::<Vec<_>>();
     let warm: Vec<&Sample> = incremental.iter().skip(1).copied().collect();
-    let mut summary = Table::new(&["figure", "value", "target", "verdict"]);
     let all = Summary::of(&settled(&incremental));
     let warm_summary = Summary::of(&settled(&warm));
     if let (Some(all), Some(reconcile)) = (all, reconcile) {
@@ -329,7 +398,9 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
          `CGC_FRESHNESS_MIN_SYNC_GAP_MS=0`, `CGC_FRESHNESS_MAX_SYNCS_PER_SESSION=100`, \
          `CGC_MAINTENANCE_TIMEOUT_MS=10800000`, the same \
          `XDG_STATE_HOME` for both (the reconcile records the manifest the incremental service \
-         diffs against), other settings default (batchMs = 500 ms). A sample: `tool_call` edit → \
+         diffs against; the first sync after the index has a state directory of its own, with no \
+         manifest, after a function renamed, a module deleted and `{OFFLINE_MODULE}` added while \
+         no service ran), other settings default (batchMs = 500 ms). A sample: `tool_call` edit → \
          one file rewritten with one top-level function renamed → `tool_result`; timed from the \
          `tool_call` until a pushed state with `syncing: false` after one with `syncing: true`. \
          Graph right = `cgc query` finds the new name once and the old name nowhere (asked while \
@@ -424,7 +495,9 @@ fn measure(
         let ran_now = ran.last().cloned().unwrap_or_else(|| "?".into());
         // Timings belong to this sample only if every sync so far was
         // incremental (one applied event per sample).
-        let timings = if strategy == "incremental" && ran.iter().all(|r| r == "incremental") {
+        let timings = if strategy == "incremental"
+            && ran.iter().all(|r| r == "incremental" || r == "baseline")
+        {
             driver_timings(&log).get(i).cloned()
         } else {
             None
@@ -522,4 +595,43 @@ mod tests {
             "remembered, contents compared"
         );
     }
+}
+
+/// What the edits made while no service ran must leave in the graph.
+struct OfflineEdits {
+    renamed_from: String,
+    renamed_to: String,
+    deleted_function: String,
+}
+
+impl OfflineEdits {
+    /// Whether the graph shows every offline edit.
+    fn in_graph(&self, cgc: &RealCgc) -> Result<bool> {
+        Ok(cgc.functions_named(&self.renamed_to)? == 1
+            && cgc.functions_named(&self.renamed_from)? == 0
+            && cgc.functions_named(&self.deleted_function)? == 0
+            && cgc.functions_named(OFFLINE_FUNCTION)? == 1)
+    }
+}
+
+/// Edits made while no service runs, as after `cgc index .` and before
+/// the first session: `rename`'s function renamed, `delete`'s module
+/// deleted, `OFFLINE_MODULE` added.
+fn edit_offline(ws: &Path, rename: &EditTarget, delete: &EditTarget) -> Result<OfflineEdits> {
+    let renamed_to = format!("{}_offline", rename.function);
+    let path = ws.join(&rename.rel);
+    let text = fs::read_to_string(&path)?;
+    let renamed = codebase::rename_definition(&text, &rename.function, &renamed_to)
+        .with_context(|| format!("no `def {}(` in {}", rename.function, rename.rel))?;
+    fs::write(&path, renamed)?;
+    fs::remove_file(ws.join(&delete.rel))?;
+    fs::write(
+        ws.join(OFFLINE_MODULE),
+        format!("def {OFFLINE_FUNCTION}(x):\n    return x + 1\n"),
+    )?;
+    Ok(OfflineEdits {
+        renamed_from: rename.function.clone(),
+        renamed_to,
+        deleted_function: delete.function.clone(),
+    })
 }
