@@ -554,6 +554,45 @@ pub(super) fn strategies_ran(log: &Path) -> Vec<String> {
         .collect()
 }
 
+/// What the edits made while no service ran must leave in the graph.
+struct OfflineEdits {
+    renamed_from: String,
+    renamed_to: String,
+    deleted_function: String,
+}
+
+impl OfflineEdits {
+    /// Whether the graph shows every offline edit.
+    fn in_graph(&self, cgc: &RealCgc) -> Result<bool> {
+        Ok(cgc.functions_named(&self.renamed_to)? == 1
+            && cgc.functions_named(&self.renamed_from)? == 0
+            && cgc.functions_named(&self.deleted_function)? == 0
+            && cgc.functions_named(OFFLINE_FUNCTION)? == 1)
+    }
+}
+
+/// Edits made while no service runs, as after `cgc index .` and before
+/// the first session: `rename`'s function renamed, `delete`'s module
+/// deleted, `OFFLINE_MODULE` added.
+fn edit_offline(ws: &Path, rename: &EditTarget, delete: &EditTarget) -> Result<OfflineEdits> {
+    let renamed_to = format!("{}_offline", rename.function);
+    let path = ws.join(&rename.rel);
+    let text = fs::read_to_string(&path)?;
+    let renamed = codebase::rename_definition(&text, &rename.function, &renamed_to)
+        .with_context(|| format!("no `def {}(` in {}", rename.function, rename.rel))?;
+    fs::write(&path, renamed)?;
+    fs::remove_file(ws.join(&delete.rel))?;
+    fs::write(
+        ws.join(OFFLINE_MODULE),
+        format!("def {OFFLINE_FUNCTION}(x):\n    return x + 1\n"),
+    )?;
+    Ok(OfflineEdits {
+        renamed_from: rename.function.clone(),
+        renamed_to,
+        deleted_function: delete.function.clone(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,43 +634,4 @@ mod tests {
             "remembered, contents compared"
         );
     }
-}
-
-/// What the edits made while no service ran must leave in the graph.
-struct OfflineEdits {
-    renamed_from: String,
-    renamed_to: String,
-    deleted_function: String,
-}
-
-impl OfflineEdits {
-    /// Whether the graph shows every offline edit.
-    fn in_graph(&self, cgc: &RealCgc) -> Result<bool> {
-        Ok(cgc.functions_named(&self.renamed_to)? == 1
-            && cgc.functions_named(&self.renamed_from)? == 0
-            && cgc.functions_named(&self.deleted_function)? == 0
-            && cgc.functions_named(OFFLINE_FUNCTION)? == 1)
-    }
-}
-
-/// Edits made while no service runs, as after `cgc index .` and before
-/// the first session: `rename`'s function renamed, `delete`'s module
-/// deleted, `OFFLINE_MODULE` added.
-fn edit_offline(ws: &Path, rename: &EditTarget, delete: &EditTarget) -> Result<OfflineEdits> {
-    let renamed_to = format!("{}_offline", rename.function);
-    let path = ws.join(&rename.rel);
-    let text = fs::read_to_string(&path)?;
-    let renamed = codebase::rename_definition(&text, &rename.function, &renamed_to)
-        .with_context(|| format!("no `def {}(` in {}", rename.function, rename.rel))?;
-    fs::write(&path, renamed)?;
-    fs::remove_file(ws.join(&delete.rel))?;
-    fs::write(
-        ws.join(OFFLINE_MODULE),
-        format!("def {OFFLINE_FUNCTION}(x):\n    return x + 1\n"),
-    )?;
-    Ok(OfflineEdits {
-        renamed_from: rename.function.clone(),
-        renamed_to,
-        deleted_function: delete.function.clone(),
-    })
 }
