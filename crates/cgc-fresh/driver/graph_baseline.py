@@ -40,6 +40,13 @@ So, on Kùzu's dialect, a stored node is compared over the columns its
 label's nodes come back with (`uid` aside); elsewhere (FalkorDB) over the
 union of both sides' keys. A value that is None counts as absent.
 
+**Not the baseline's to decide** (the request answers "unsupported",
+nothing is written, and CGC's reconcile runs): another repository indexed
+inside this one (`NESTED_REPOSITORIES_QUERY`), and a stored file that is
+still on disk but not a file a from-scratch index of the tree writes now
+(`kept_on_disk`: ignored since the graph was built, or indexed some other
+way) — deleting either is not this sync's call.
+
 Loaded by the incremental driver from the file next to it (the service
 writes it there as `incremental-graph-baseline.py`). Pure but for
 `expected_content`, which runs CGC's writer (given) on a parse result.
@@ -342,6 +349,19 @@ def stored_contents(read, backend, prefix, is_missing_label):
                    for label, props in nodes.get(path, [])]
         out[path] = FileContent(nodes=entries, imports=imports.get(path, []))
     return out, (columns if kuzu else None)
+
+
+NESTED_REPOSITORIES_QUERY = (
+    "MATCH (r:Repository) WHERE r.path STARTS WITH $prefix RETURN r.path AS p"
+)
+
+
+def kept_on_disk(present, stored_files, exists):
+    """The stored files that are not files a from-scratch index of the
+    tree writes but are still on disk (`exists(path)`): ignored since the
+    graph was built, or indexed some other way. Deleting them is not the
+    baseline's to decide (CGC's reconcile does)."""
+    return sorted(p for p in stored_files if p not in present and exists(p))
 
 
 def differing_files(present, stored_files, stored, expected_for):

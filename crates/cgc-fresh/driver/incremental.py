@@ -1880,6 +1880,19 @@ def graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, pars
     # a file without a parser gets nothing), and whether each parsed.
     present = {p: "error" not in fd for p, (_f, fd) in parsed.items()
                if "error" not in fd or not fd.get("unsupported")}
+    # Whose files are whose is not the baseline's to decide where another
+    # repository was indexed inside this one, or where a stored file is
+    # still on disk but no longer indexed here (ignored since the graph
+    # was built?): CGC's reconcile decides (nothing was written yet).
+    nested = sorted(r["p"] for r in read(baseline.NESTED_REPOSITORIES_QUERY, ["p"], prefix=prefix)
+                    if isinstance(r.get("p"), str) and r["p"].rstrip("/") != repo_posix.rstrip("/"))
+    if nested:
+        raise Unsupported(f"another repository is indexed inside this one ({nested[0]}): "
+                          "CGC's reconcile decides which files are whose")
+    kept = baseline.kept_on_disk(present, set(stored_files), os.path.lexists)
+    if kept:
+        raise Unsupported(f"{len(kept)} file(s) in the graph are on disk but not indexed here now "
+                          f"(ignored since the index?), e.g. {kept[0]}: CGC's reconcile decides")
     found = baseline.differing_files(present, set(stored_files), stored, expected_for)
     timings["baseline_compare_s"] = round(time.monotonic() - t, 3)
     timings["baseline_files"] = len(present)

@@ -193,6 +193,11 @@ class DifferingFilesTest(unittest.TestCase):
         self.assertEqual(self.differing(write, [], stored_files={PATH, "/r/gone.py"}), {"/r/gone.py"})
         self.assertEqual(self.differing(write, [], present={PATH: False}), {PATH})
 
+    def test_a_stored_file_still_on_disk_but_not_indexed_now_is_kept_for_the_reconcile(self):
+        on_disk = {"/r/ignored_now.py"}
+        kept = baseline.kept_on_disk({PATH: True}, {PATH, "/r/ignored_now.py", "/r/gone.py"}, on_disk.__contains__)
+        self.assertEqual(kept, ["/r/ignored_now.py"])
+
     def test_numbers_compare_by_value_whatever_their_type(self):
         self.assertEqual(baseline.canonical(3.0), baseline.canonical(3))
         self.assertEqual(baseline.canonical(("a", 1)), baseline.canonical(["a", 1]))
