@@ -80,7 +80,7 @@ fn renames_equal_from_scratch(backend: &GraphBackend) {
         ["<module>", "lite_compute_2", "lite_helper_2"],
         "mod2.py, written twice, holds its functions once"
     );
-    for applied in service.log_events("incremental_applied") {
+    for applied in crate::incremental::applied_after_the_baseline(&service) {
         let timings = applied["timings"].as_str().unwrap_or_default();
         assert!(
             timings.contains("\"self_checked\": 1.0"),

@@ -166,6 +166,16 @@ pub(crate) fn baseline_sync(conn: &mut crate::support::Conn, service: &Service) 
     assert_eq!(strategies_run(service), ["baseline"], "no manifest yet");
 }
 
+/// The `incremental_applied` events of the syncs that were not a baseline
+/// (the session's first sync, with no manifest, is one).
+pub(crate) fn applied_after_the_baseline(service: &Service) -> Vec<Value> {
+    service
+        .log_events("incremental_applied")
+        .into_iter()
+        .filter(|e| e["baseline"] == false)
+        .collect()
+}
+
 /// The strategy `status --json` names for the last sync.
 fn status_detail(sandbox: &Sandbox) -> String {
     let out = sandbox
@@ -466,9 +476,10 @@ fn synced_and_from_scratch(
                 && timing(timings, "prepared_verified") == Some(1.0),
             "{name}: {last}"
         );
+        // The worker the baseline started prepared for every edit.
         assert_eq!(
             service.log_events("driver_worker_prepare").len(),
-            syncs.len() - 1,
+            syncs.len(),
             "{name}"
         );
     }
@@ -687,7 +698,7 @@ fn memo_follows_edits_into_unchanged_files(backend: &GraphBackend) {
         agent_batch(&mut conn, edit.paths, || (edit.apply)(&ws));
         wait_synced_fresh(&mut conn);
     }
-    let applied = service.log_events("incremental_applied");
+    let applied = applied_after_the_baseline(&service);
     assert_eq!(applied.len(), 3, "{applied:?}");
     let remembered = if backend.is_kuzu() { 1.0 } else { 0.0 };
     for later in &applied[1..] {
@@ -775,11 +786,7 @@ fn an_edit_relinks_only_what_changed(backend: &GraphBackend) {
         replace_in(&ws, "pkg/leaf.py", "x + 1", "x + 2")
     });
     wait_synced_fresh(&mut conn);
-    let applied: Vec<Value> = service
-        .log_events("incremental_applied")
-        .into_iter()
-        .filter(|e| e["baseline"] == false)
-        .collect();
+    let applied = applied_after_the_baseline(&service);
     assert_eq!(applied.len(), 1, "one incremental sync: {applied:?}");
     assert_eq!(
         applied[0]["relinked"], 1,
@@ -962,15 +969,21 @@ fn a_failed_api_probe_falls_back_to_reconcile_and_says_so() {
 // ---- The worker's supervision, with a stand-in driver -------------------------
 
 /// A stand-in for the driver's interpreter (`CGC_FRESH_DRIVER_PYTHON`): its
-/// API probe passes; as a worker it takes one request and then never
-/// answers, as a driver stuck in a long apply would.
+/// API probe passes; as a worker it answers a baseline request (the first
+/// sync, with no manifest) as one that found nothing changed, takes the
+/// next request and then never answers, as a driver stuck in a long apply
+/// would.
 fn stuck_worker_python(dir: &Path) -> String {
     let stub = dir.join("python");
     fs::write(
         &stub,
         "#!/bin/sh\ncase \" $* \" in\n\
          *\" --probe \"*) echo 'CGC_FRESH_RESULT {\"ok\": true, \"mode\": \"probe\", \"missing\": []}'; exit 0 ;;\n\
-         *\" serve \"*) read request; echo \"worker got $request\" >&2; exec sleep 600 ;;\n\
+         *\" serve \"*) while read request; do case \"$request\" in\n\
+         *'\"baseline\":true'*) serial=$(echo \"$request\" | sed 's/.*\"serial\":\\([0-9]*\\).*/\\1/');\n\
+         echo \"CGC_FRESH_RESULT {\\\"ok\\\": true, \\\"mode\\\": \\\"apply\\\", \\\"baseline\\\": true, \\\"paths\\\": {}, \\\"serial\\\": $serial, \\\"exit\\\": 0}\" ;;\n\
+         *) echo \"worker got $request\" >&2; exec sleep 600 ;;\n\
+         esac; done ;;\n\
          esac\nexit 2\n",
     )
     .unwrap();
@@ -989,7 +1002,7 @@ struct StuckWorker {
     pid: i32,
 }
 
-/// Baseline (a reconcile through the fake), then an edit whose sync goes
+/// Baseline (answered by the stand-in worker), then an edit whose sync goes
 /// to the stuck worker, which has the request when this returns.
 fn sync_stuck_in_the_worker(extra: &[(&str, &str)]) -> StuckWorker {
     let stub = tempfile::tempdir().unwrap();
