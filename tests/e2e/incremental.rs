@@ -476,10 +476,11 @@ fn synced_and_from_scratch(
                 && timing(timings, "prepared_verified") == Some(1.0),
             "{name}: {last}"
         );
-        // The worker the baseline started prepared for every edit.
+        // The worker the session's start warmed prepared then, and for
+        // every edit.
         assert_eq!(
             service.log_events("driver_worker_prepare").len(),
-            syncs.len(),
+            syncs.len() + 1,
             "{name}"
         );
     }

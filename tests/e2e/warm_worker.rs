@@ -34,12 +34,12 @@ fn a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_i
     let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &home, "warm");
     cli.index();
     {
-        // The first service records the manifest (its session had none to
-        // warm a worker for).
+        // The first service records the manifest (its baseline ran on the
+        // worker its session warmed).
         let first = service(&sandbox, &cli, &cgc);
         let mut conn = open_session(&first, "s1");
         baseline_sync(&mut conn, &first);
-        assert!(first.log_events("worker_warm_up_started").is_empty());
+        assert_eq!(first.log_events("worker_warm_up_started").len(), 1);
     }
 
     let service = service(&sandbox, &cli, &cgc);
@@ -111,9 +111,11 @@ fn wait_skipped(service: &crate::support::Service, reason: &str) {
 }
 
 /// With the stand-in driver interpreter and the fake `cgc`: a session
-/// start warms the worker only where it would serve the next sync.
+/// start warms the worker only where it would serve the next sync — with
+/// no manifest too (the next sync is a baseline, which the worker runs),
+/// never with automatic syncs off.
 #[test]
-fn no_worker_is_warmed_without_a_manifest_or_with_automatic_syncs_off() {
+fn a_worker_is_warmed_without_a_manifest_but_not_with_automatic_syncs_off() {
     let stub = tempfile::tempdir().unwrap();
     let python = stand_in_worker_python(stub.path(), usize::MAX);
     for auto_sync in ["false", "true"] {
@@ -127,21 +129,23 @@ fn no_worker_is_warmed_without_a_manifest_or_with_automatic_syncs_off() {
         );
         let mut conn = open_session(&service, "s1");
         if auto_sync == "true" {
-            // No manifest yet: the next sync reconciles, no worker is warmed.
-            wait_skipped(&service, "no manifest: the next sync reconciles");
+            // No manifest yet: the next sync is a baseline, which the
+            // warmed worker serves.
+            wait_until("the warm-up", Duration::from_secs(30), || {
+                !service.log_events("worker_warm_up_ended").is_empty()
+            });
         }
         conn.request(json!({"type": "sync"}), 77);
         conn.wait_status("fresh");
-        // The baseline's worker runs on: a new session warms nothing more
-        // (a session after a restart does: `a_session_after_a_restart_…`)
-        // — and with automatic syncs off, nothing at all.
+        // The warmed worker took the baseline and runs on: a new session
+        // warms nothing more — and with automatic syncs off, nothing at all.
         let second = open_session(&service, "s2");
         if auto_sync == "true" {
             wait_skipped(&service, "a worker runs already");
             let started = service.log_events("driver_worker_started");
             assert_eq!(started.len(), 1, "{started:?}");
-            assert_eq!(started[0]["for_request"], "sync", "{started:?}");
-            assert!(service.log_events("worker_warm_up_started").is_empty());
+            assert_eq!(started[0]["for_request"], "warm-up", "{started:?}");
+            assert_eq!(strategies_run(&service), ["baseline"]);
         } else {
             // The observer handles a connection's frames in order: once it
             // answered this status it had handled the session's start, and

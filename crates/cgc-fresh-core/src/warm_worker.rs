@@ -9,11 +9,13 @@
 //! edit pays one warm sync.
 //!
 //! It is started only where it would serve the next sync: the incremental
-//! strategy, no watcher owning freshness, a manifest of the last successful
-//! sync — so the workspace was indexed, and the next sync knows what changed
-//! (otherwise it is a reconcile, which the worker does not run) — no earlier verdict
-//! that the driver cannot run here, and nothing of the runner's own under
-//! way (a sync, an MCP call, a worker already running).
+//! strategy, no watcher owning freshness, no reconcile owed, no earlier
+//! verdict that the driver cannot run here, and nothing of the runner's own
+//! under way (a sync, an MCP call, a worker already running). With no
+//! manifest too: the next sync is then a baseline (the worker compares the
+//! graph with the tree), which the prepared tree serves as well. Whether
+//! the workspace is indexed at all is asked by the warm-up's consent
+//! listing, as the sync would ask it.
 
 /// What the runner knows when a session begins.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -24,10 +26,6 @@ pub struct WarmFacts {
     pub auto_sync: bool,
     /// `freshness.watch = "on"`: a watcher, not the worker, keeps the graph.
     pub watcher_mode_on: bool,
-    /// A manifest of the last successful sync is recorded: the workspace
-    /// was indexed then (a sync needs the index or the person's consent to
-    /// create it), and the next sync knows its changed files.
-    pub manifest: bool,
     /// The last driver run may have left the graph partial: the next sync
     /// reconciles.
     pub must_reconcile: bool,
@@ -57,8 +55,6 @@ pub fn warm_worker_plan(facts: WarmFacts) -> WarmWorker {
         Some("the sync strategy is not incremental")
     } else if facts.watcher_mode_on {
         Some("a watcher keeps the graph")
-    } else if !facts.manifest {
-        Some("no manifest: the next sync reconciles")
     } else if facts.must_reconcile {
         Some("the next sync reconciles")
     } else if facts.probe_refused {
@@ -84,24 +80,22 @@ mod tests {
         WarmFacts {
             incremental: true,
             auto_sync: true,
-            manifest: true,
             ..WarmFacts::default()
         }
     }
 
     #[test]
-    fn an_indexed_workspace_with_a_manifest_warms_the_worker() {
+    fn an_incremental_workspace_with_automatic_syncs_warms_the_worker_manifest_or_not() {
         assert_eq!(warm_worker_plan(ready()), WarmWorker::Start);
     }
 
     #[test]
     fn nothing_starts_where_the_worker_would_not_serve_the_next_sync() {
         type Change = fn(&mut WarmFacts);
-        let cases: [(&str, Change); 8] = [
+        let cases: [(&str, Change); 7] = [
             ("autoSync off", |f| f.auto_sync = false),
             ("another strategy", |f| f.incremental = false),
             ("a watcher", |f| f.watcher_mode_on = true),
-            ("no manifest", |f| f.manifest = false),
             ("a reconcile is owed", |f| f.must_reconcile = true),
             ("the probe said no", |f| f.probe_refused = true),
             ("a worker runs", |f| f.worker_running = true),

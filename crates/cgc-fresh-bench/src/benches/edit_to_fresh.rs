@@ -156,7 +156,7 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
         "incremental",
         FIRST_AFTER_INDEX,
         std::slice::from_ref(first_after_index),
-        Duration::ZERO,
+        RESTART_PAUSE,
     )?);
     let offline_right = offline.in_graph(&cgc)?;
     let (first, rest) = targets
@@ -279,8 +279,9 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
             .unwrap_or_else(|| "?".into());
         summary.row(vec![
             format!(
-                "first sync after `cgc index .` (ran {}; {differing} file(s) found differing; \
-                 offline edits in the graph: {})",
+                "first sync after `cgc index .` (the session began {} s before the edit; ran {}; \
+                 {differing} file(s) found differing; offline edits in the graph: {})",
+                RESTART_PAUSE.as_secs(),
                 first.ran,
                 yes_no(offline_right)
             ),
@@ -400,7 +401,7 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
          `XDG_STATE_HOME` for both (the reconcile records the manifest the incremental service \
          diffs against; the first sync after the index has a state directory of its own, with no \
          manifest, after a function renamed, a module deleted and `{OFFLINE_MODULE}` added while \
-         no service ran), other settings default (batchMs = 500 ms). A sample: `tool_call` edit → \
+         no service ran; its session, which warms the worker, began 5 s before its edit), other settings default (batchMs = 500 ms). A sample: `tool_call` edit → \
          one file rewritten with one top-level function renamed → `tool_result`; timed from the \
          `tool_call` until a pushed state with `syncing: false` after one with `syncing: true`. \
          Graph right = `cgc query` finds the new name once and the old name nowhere (asked while \

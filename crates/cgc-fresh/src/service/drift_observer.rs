@@ -507,9 +507,7 @@ impl DriftObserverActor {
                     manifest = self.manifest.is_some()
                 );
                 if let Some(runner) = &self.runner {
-                    runner.do_send(super::sync_runner::WarmUp {
-                        manifest: self.manifest.is_some(),
-                    });
+                    runner.do_send(super::sync_runner::WarmUp);
                 }
             }
             Effect::PrepareSync => {

@@ -58,10 +58,7 @@ pub(super) struct Warming {
 /// Warm the worker if it would serve the next sync (a session began).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct WarmUp {
-    /// The observer holds a manifest of the last successful sync.
-    pub manifest: bool,
-}
+pub struct WarmUp;
 
 impl SyncRunner {
     /// Whether a warm-up is under way (syncs and MCP calls wait for it).
@@ -69,12 +66,11 @@ impl SyncRunner {
         self.warming.is_some()
     }
 
-    fn warm_facts(&self, manifest: bool) -> WarmFacts {
+    fn warm_facts(&self) -> WarmFacts {
         WarmFacts {
             incremental: self.settings.cgc.sync_strategy == SyncStrategy::Incremental,
             auto_sync: self.settings.freshness.auto_sync,
             watcher_mode_on: self.settings.freshness.watch == WatchMode::On,
-            manifest,
             must_reconcile: self.must_reconcile.is_some(),
             probe_refused: matches!(self.probe, Some(Err(_))),
             worker_running: self.worker.is_some(),
@@ -370,8 +366,8 @@ impl SyncRunner {
 
 impl Handler<WarmUp> for SyncRunner {
     type Result = ();
-    fn handle(&mut self, msg: WarmUp, ctx: &mut Self::Context) {
-        match warm_worker_plan(self.warm_facts(msg.manifest)) {
+    fn handle(&mut self, _msg: WarmUp, ctx: &mut Self::Context) {
+        match warm_worker_plan(self.warm_facts()) {
             WarmWorker::Start => self.start_warm_up(ctx),
             WarmWorker::Skip(reason) => {
                 tracing::debug!(
