@@ -123,7 +123,10 @@ fn broken_delete_fails_the_self_check(backend: &GraphBackend) {
     cli.index();
     let service = broken_delete_service(&sandbox, &cli, &cgc);
     let mut conn = open_session(&service, "s1");
-    // The first sync reconciles (no manifest): CGC's own writes.
+    // The first sync (no manifest) is a baseline: it writes mod1.py with
+    // the same broken delete, fails its self-check, and the reconcile that
+    // follows at once (the graph may be partial) makes it `fresh` with
+    // CGC's own writes.
     agent_batch(&mut conn, &["mod1.py"], || {
         replace_in(&ws, "mod1.py", "compute_1", "first_compute_1")
     });
@@ -154,12 +157,25 @@ fn broken_delete_fails_the_self_check(backend: &GraphBackend) {
         notice["text"].as_str().is_some_and(|t| !t.is_empty()),
         "the person is told: {notice}"
     );
-    // Only the first sync (the baseline, before the port was taken) was
-    // reported applied.
+    // No sync of the worker was reported applied: each one's delete was
+    // broken and each one's self-check said so.
     let applied = service.log_events("incremental_applied");
     assert!(
-        applied.len() == 1 && applied[0]["baseline"] == true,
-        "nothing after the baseline was reported applied: {applied:?}"
+        applied.is_empty(),
+        "nothing the broken worker wrote was reported applied: {applied:?}"
+    );
+    let failed_checks = service
+        .log_events("sync_report")
+        .into_iter()
+        .filter(|e| {
+            e["report"]
+                .as_str()
+                .is_some_and(|r| r.contains("Finished(Failed") && r.contains("SelfCheckFailed"))
+        })
+        .count();
+    assert!(
+        failed_checks >= 2,
+        "the baseline's and the edit's self-checks both failed: {failed_checks}"
     );
 }
 
@@ -273,12 +289,25 @@ fn a_falkordb_lite_that_does_not_start_is_never_taken_for_the_graph() {
         ["baseline", "incremental", "reconcile"],
         "{ran:?}"
     );
-    // Only the first sync (the baseline, before the port was taken) was
-    // reported applied.
+    // No sync of the worker was reported applied: each one's delete was
+    // broken and each one's self-check said so.
     let applied = service.log_events("incremental_applied");
     assert!(
-        applied.len() == 1 && applied[0]["baseline"] == true,
-        "nothing after the baseline was reported applied: {applied:?}"
+        applied.is_empty(),
+        "nothing the broken worker wrote was reported applied: {applied:?}"
+    );
+    let failed_checks = service
+        .log_events("sync_report")
+        .into_iter()
+        .filter(|e| {
+            e["report"]
+                .as_str()
+                .is_some_and(|r| r.contains("Finished(Failed") && r.contains("SelfCheckFailed"))
+        })
+        .count();
+    assert!(
+        failed_checks >= 2,
+        "the baseline's and the edit's self-checks both failed: {failed_checks}"
     );
     drop(conn);
     drop(service);

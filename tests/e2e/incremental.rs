@@ -981,6 +981,9 @@ fn stuck_worker_python(dir: &Path) -> String {
         "#!/bin/sh\ncase \" $* \" in\n\
          *\" --probe \"*) echo 'CGC_FRESH_RESULT {\"ok\": true, \"mode\": \"probe\", \"missing\": []}'; exit 0 ;;\n\
          *\" serve \"*) while read request; do case \"$request\" in\n\
+         *'\"prepare\":true'*) ;;\n\
+         *'\"probe\":true'*) serial=$(echo \"$request\" | sed 's/.*\"serial\":\\([0-9]*\\).*/\\1/');\n\
+         echo \"CGC_FRESH_RESULT {\\\"ok\\\": true, \\\"mode\\\": \\\"probe\\\", \\\"missing\\\": [], \\\"serial\\\": $serial, \\\"exit\\\": 0}\" ;;\n\
          *'\"baseline\":true'*) serial=$(echo \"$request\" | sed 's/.*\"serial\":\\([0-9]*\\).*/\\1/');\n\
          echo \"CGC_FRESH_RESULT {\\\"ok\\\": true, \\\"mode\\\": \\\"apply\\\", \\\"baseline\\\": true, \\\"paths\\\": {}, \\\"serial\\\": $serial, \\\"exit\\\": 0}\" ;;\n\
          *) echo \"worker got $request\" >&2; exec sleep 600 ;;\n\
@@ -1003,8 +1006,9 @@ struct StuckWorker {
     pid: i32,
 }
 
-/// Baseline (answered by the stand-in worker), then an edit whose sync goes
-/// to the stuck worker, which has the request when this returns.
+/// Baseline (answered by the stand-in worker, which also answers the
+/// warm-up's probe and takes a prepare silently), then an edit whose sync
+/// goes to the stuck worker, which has the request when this returns.
 fn sync_stuck_in_the_worker(extra: &[(&str, &str)]) -> StuckWorker {
     let stub = tempfile::tempdir().unwrap();
     let python = stuck_worker_python(stub.path());

@@ -223,6 +223,14 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
+        // A failing test's service log, kept for reading when asked:
+        // `CGC_FRESH_E2E_KEEP_LOGS=<dir>` (one file per failing service).
+        if std::thread::panicking() {
+            if let Some(dir) = std::env::var_os("CGC_FRESH_E2E_KEEP_LOGS") {
+                let name = format!("service-{}-{}.log", std::process::id(), unique());
+                let _ = fs::copy(&self.log, Path::new(&dir).join(name));
+            }
+        }
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
             let _ = self.child.wait();

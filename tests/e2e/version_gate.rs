@@ -127,7 +127,7 @@ fn an_unproven_cgc_version_is_not_patched_the_sync_reconciles_and_the_person_is_
     assert_eq!(strategies_run(&service), ["reconcile", "reconcile"]);
     assert_eq!(functions(&cli, "first_renamed"), 1);
     assert_eq!(functions(&cli, "first"), 0);
-    // The probe refused the version; no worker was started, so nothing
+    // The probe refused the version, so nothing
     // of CGC was patched.
     let probes = probe_results(&service);
     assert_eq!(probes.len(), 1, "{probes:?}");
@@ -137,9 +137,19 @@ fn an_unproven_cgc_version_is_not_patched_the_sync_reconciles_and_the_person_is_
         reason.contains(UNPROVEN) && reason.contains("0.6.13"),
         "{reason}"
     );
+    // The session's warm-up may have started the worker for its probe
+    // (which imports CGC and patches nothing); no worker was ever asked to
+    // apply a sync.
     assert!(
-        service.log_events("driver_worker_started").is_empty(),
-        "a worker ran on an unproven CGC"
+        service
+            .log_events("driver_worker_started")
+            .iter()
+            .all(|w| w["for_request"] == "warm-up"),
+        "a worker was started for a sync on an unproven CGC"
+    );
+    assert!(
+        service.log_events("driver_worker_request").is_empty(),
+        "a worker applied a sync on an unproven CGC"
     );
     let detail = fresh["detail"].as_str().unwrap_or_default();
     assert!(
