@@ -2215,10 +2215,28 @@ def configure_cgc():
     """Loads CGC's credentials and this workspace's context into the
     environment the way the CLI does (`_initialize_services`, CGC
     0.6.13); returns the context."""
+    import codegraphcontext.core as cgc_core
     from codegraphcontext.cli import main as cgc_main
     from codegraphcontext.cli.config_manager import resolve_context
 
-    cgc_main._load_credentials()
+    # With no backend named, CGC 0.6.13's `_load_credentials` asks the
+    # factory which backend it would use, and the factory *starts*
+    # FalkorDB Lite's server for that (5 s, then a silent fall-back to
+    # KùzuDB). Two processes doing it at once (a worker's probe beside a
+    # `cgc list`) both fell back, and the listing, on an empty Kùzu, said
+    # the workspace was not indexed. Loading the configuration opens
+    # nothing: the factory is refused for its duration, and CGC prints its
+    # best guess instead (its own `except` path).
+    factory = cgc_core.get_database_manager
+
+    def no_database(*_args, **_kwargs):
+        raise RuntimeError("cgc-fresh: no database is opened while the configuration is loaded")
+
+    cgc_core.get_database_manager = no_database
+    try:
+        cgc_main._load_credentials()
+    finally:
+        cgc_core.get_database_manager = factory
     ctx = resolve_context(None, cwd=os.getcwd())
     if ctx.database and not os.getenv("CGC_RUNTIME_DB_TYPE") and not os.getenv("DEFAULT_DATABASE"):
         os.environ["DEFAULT_DATABASE"] = ctx.database
