@@ -1422,10 +1422,14 @@ fn real_claude_code_reads_its_own_write_back_through_the_installed_mcp_server() 
         .iter()
         .find(|e| e["type"] == "system" && e["subtype"] == "init")
         .expect("init");
+    // Claude Code's init lists the project's server; one still connecting
+    // when init is written (the first tool list waits while the session's
+    // warm-up runs) shows as `pending`. That it did connect is proven by
+    // the call answered below.
     let servers = init["mcp_servers"].as_array().cloned().unwrap_or_default();
     assert!(
         servers.iter().any(|s| s["name"] == "cgc-fresh"
-            && s["status"] == "connected"
+            && (s["status"] == "connected" || s["status"] == "pending")
             && s["source"] == "project"),
         "Claude Code connected the cgc-fresh server of the project's .mcp.json: {servers:?}"
     );
