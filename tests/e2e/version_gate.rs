@@ -127,8 +127,7 @@ fn an_unproven_cgc_version_is_not_patched_the_sync_reconciles_and_the_person_is_
     assert_eq!(strategies_run(&service), ["reconcile", "reconcile"]);
     assert_eq!(functions(&cli, "first_renamed"), 1);
     assert_eq!(functions(&cli, "first"), 0);
-    // The probe refused the version, so nothing
-    // of CGC was patched.
+    // The probe refused the version, so nothing of CGC was patched.
     let probes = probe_results(&service);
     assert_eq!(probes.len(), 1, "{probes:?}");
     assert_eq!(probes[0]["ok"], false, "{probes:?}");
