@@ -39,6 +39,20 @@ export interface WatcherFacts {
   since?: number;
 }
 
+/**
+ * `state.progress`: how far a running sync has got. The service sends it only
+ * while a sync has run for longer than about 2 s, and omits it otherwise.
+ */
+export interface SyncProgress {
+  /** `starting`, `parsing`, `reading`, …; an unknown phase is shown as sent. */
+  phase: string;
+  /** Files done and files in all; the decoder keeps both or neither. */
+  done?: number;
+  total?: number;
+  /** When the sync started (unix ms). */
+  since: number;
+}
+
 /** `state{…}`: the workspace's freshness. Times are unix milliseconds. */
 export interface StateFrame {
   type: "state";
@@ -53,6 +67,7 @@ export interface StateFrame {
   watcher?: WatcherFacts;
   backend?: { kind?: string; source?: string };
   detail?: string;
+  progress?: SyncProgress;
 }
 
 /** `notice{…}`: a message for the person at the harness, never the agent. */
@@ -108,6 +123,28 @@ function optionalString(value: unknown): string | undefined {
   return typeof value === "string" ? value : undefined;
 }
 
+/** A file count: a non-negative integer, anything else counts as absent. */
+function fileCount(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
+/**
+ * `state.progress`, or `undefined` when it is absent or malformed: progress
+ * is decoration, so a bad one is dropped rather than the whole frame.
+ */
+function syncProgress(value: unknown): SyncProgress | undefined {
+  if (!isObject(value) || typeof value.phase !== "string" || value.phase === "") return undefined;
+  const since = optionalNumber(value.since);
+  if (since === undefined) return undefined;
+  const done = fileCount(value.done);
+  const total = fileCount(value.total);
+  // One count without the other says nothing about how far along the sync
+  // is, so both go (the Rust CLI's `status --line` does the same).
+  return done !== undefined && total !== undefined
+    ? { phase: value.phase, done, total, since }
+    : { phase: value.phase, since };
+}
+
 function requestId(value: unknown): RequestId | undefined {
   return typeof value === "number" || typeof value === "string" ? value : undefined;
 }
@@ -157,6 +194,7 @@ export function decodeServerFrame(line: string): ServerFrame | undefined {
         watcher,
         backend,
         detail: optionalString(value.detail),
+        progress: syncProgress(value.progress),
       };
     }
     case "notice": {

@@ -4,7 +4,7 @@
  * current time.
  */
 
-import type { StateFrame } from "./frames.js";
+import type { StateFrame, SyncProgress } from "./frames.js";
 
 /** A duration as one short unit: `42s`, `3m`, `5h`, `2d`. */
 export function shortDuration(ms: number): string {
@@ -17,8 +17,60 @@ export function shortDuration(ms: number): string {
   return `${Math.floor(hours / 24)}d`;
 }
 
+/**
+ * A count with its thousands grouped by a plain space (`2 032`, `1 000 000`),
+ * below 1000 as is. Plain, not a no-break space: the Rust CLI's
+ * `status --line` writes the same bytes.
+ */
+export function groupThousands(n: number): string {
+  const digits = String(n);
+  if (!/^\d{4,}$/.test(digits)) return digits;
+  const head = digits.length % 3;
+  const groups = head > 0 ? [digits.slice(0, head)] : [];
+  for (let i = head; i < digits.length; i += 3) groups.push(digits.slice(i, i + 3));
+  return groups.join(" ");
+}
+
+/** A phase as a person reads it; an unknown one is shown as sent. */
+function phaseName(progress: SyncProgress): string {
+  return progress.phase.replace(/_/g, " ");
+}
+
+/** `340/2 032 files`, or `undefined` when the phase counts no files. */
+function fileCounts(progress: SyncProgress): string | undefined {
+  if (progress.done === undefined || progress.total === undefined) return undefined;
+  return `${groupThousands(progress.done)}/${groupThousands(progress.total)} files`;
+}
+
+/**
+ * A running sync's progress for the footer: `syncing 340/2 032 files
+ * (parsing)`, or `syncing (reconciling, 14s)` for a phase without counts,
+ * where the elapsed time is the only sign that the sync still moves.
+ */
+export function progressText(progress: SyncProgress, nowMs: number): string {
+  const counts = fileCounts(progress);
+  return counts !== undefined
+    ? `syncing ${counts} (${phaseName(progress)})`
+    : `syncing (${phaseName(progress)}, ${shortDuration(nowMs - progress.since)})`;
+}
+
+/**
+ * The progress worth showing: only while the frame says a sync runs, so a
+ * stray `progress` beside `syncing: false` cannot outlive its sync.
+ */
+function runningProgress(state: StateFrame): SyncProgress | undefined {
+  return state.syncing === true ? state.progress : undefined;
+}
+
 /** The one-line footer text, e.g. `graph: possibly stale since 3m`. */
 export function footerText(state: StateFrame, nowMs: number): string {
+  const progress = runningProgress(state);
+  if (progress !== undefined) {
+    // `syncing…` would only repeat what the progress text says.
+    return state.status === "syncing"
+      ? `graph: ${progressText(progress, nowMs)}`
+      : `graph: ${statusPhrase(state, nowMs)}, ${progressText(progress, nowMs)}`;
+  }
   const base = statusPhrase(state, nowMs);
   const alsoSyncing = state.syncing === true && state.status !== "syncing";
   return alsoSyncing ? `graph: ${base}, syncing…` : `graph: ${base}`;
@@ -52,6 +104,16 @@ function clock(ms: number): string {
 /** The multi-line answer to `/cgc-fresh status`. */
 export function statusReport(state: StateFrame, nowMs: number): string {
   const lines = [`cgc-fresh: ${footerText(state, nowMs)}`];
+  const progress = runningProgress(state);
+  if (progress !== undefined) {
+    const counts = fileCounts(progress);
+    const elapsed = shortDuration(nowMs - progress.since);
+    lines.push(
+      counts !== undefined
+        ? `progress: ${phaseName(progress)} ${counts}, for ${elapsed}`
+        : `progress: ${phaseName(progress)}, for ${elapsed}`,
+    );
+  }
   if (state.stale_since !== undefined) {
     lines.push(`first unsynced edit: ${clock(state.stale_since)} (${shortDuration(nowMs - state.stale_since)} ago)`);
   }

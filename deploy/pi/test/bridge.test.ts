@@ -230,6 +230,30 @@ describe("what the person sees", () => {
     assert.deepEqual(api.forbidden, [], "nothing went to the agent");
   });
 
+  it("shows a long sync's progress in the footer and drops it when the sync ends", async () => {
+    let now = 1_765_000_000_000;
+    const { api, ctx, fake } = await startedSession("sess-p", { now: () => now });
+    const since = now;
+    now += 14_000;
+
+    fake.push({ type: "state", workspace: "/w", status: "syncing", edit_epoch: 1, syncing: true, progress: { phase: "parsing", done: 340, total: 2032, since } });
+    await waitUntil(() => ctx.footer() === "graph: syncing 340/2 032 files (parsing)", "the counted progress");
+
+    fake.push({ type: "state", workspace: "/w", status: "possibly_stale", stale_since: since - 180_000, edit_epoch: 2, syncing: true, progress: { phase: "reconciling", since } });
+    await waitUntil(
+      () => ctx.footer() === "graph: possibly stale since 3m, syncing (reconciling, 14s)",
+      "the uncounted progress after the status phrase",
+    );
+
+    // A malformed progress is dropped; the frame still counts.
+    fake.push({ type: "state", workspace: "/w", status: "syncing", edit_epoch: 2, syncing: true, progress: { phase: "writing", done: "340", since: "soon" } });
+    await waitUntil(() => ctx.footer() === "graph: syncing…", "the footer without the malformed progress");
+
+    fake.push({ type: "state", workspace: "/w", status: "fresh", last_synced_at: now, edit_epoch: 2, syncing: false });
+    await waitUntil(() => ctx.footer() === "graph: fresh", "the footer after the sync");
+    assert.deepEqual(api.forbidden, [], "nothing went to the agent");
+  });
+
   it("shows a refused session (error code unavailable) to the person, other errors not", async () => {
     const { api, ctx, fake } = await startedSession("sess-r");
     fake.push({ type: "error", code: "bad_request", field: "paths", message: "field `paths`: invalid type" });

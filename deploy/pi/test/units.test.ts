@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 
 import { decodeServerFrame } from "../src/frames.js";
 import { canonicalWorkspace, socketPathFor, workspaceId } from "../src/socket-path.js";
-import { footerText, shortDuration, statusReport } from "../src/status-text.js";
+import { footerText, groupThousands, progressText, shortDuration, statusReport } from "../src/status-text.js";
 import { MAX_PATHS, pathsFromToolInput } from "../src/tool-paths.js";
 
 describe("socket path rule (same as the Rust side)", () => {
@@ -131,6 +131,155 @@ describe("footer text", () => {
     assert.match(report, /last error: cgc exited 1/);
     assert.match(report, /watcher: on, failed/);
     assert.match(report, /last sync: none/);
+  });
+});
+
+describe("sync progress (same rules as `cgc-fresh status --line`)", () => {
+  const now = 1_765_000_014_000;
+  const since = now - 14_000;
+
+  it("groups thousands with a plain space, below 1000 as is", () => {
+    assert.equal(groupThousands(0), "0");
+    assert.equal(groupThousands(7), "7");
+    assert.equal(groupThousands(999), "999");
+    assert.equal(groupThousands(1000), "1 000");
+    assert.equal(groupThousands(2032), "2 032");
+    assert.equal(groupThousands(12345), "12 345");
+    assert.equal(groupThousands(123456), "123 456");
+    assert.equal(groupThousands(1000000), "1 000 000");
+    assert.ok(!groupThousands(1000000).includes("\u00a0"), "no no-break space");
+  });
+
+  it("writes counts with the phase, or the phase with the time since the sync started", () => {
+    assert.equal(progressText({ phase: "parsing", done: 340, total: 2032, since }, now), "syncing 340/2 032 files (parsing)");
+    assert.equal(progressText({ phase: "reconciling", since }, now), "syncing (reconciling, 14s)");
+    assert.equal(progressText({ phase: "writing", done: 0, total: 999, since }, now), "syncing 0/999 files (writing)");
+    assert.equal(progressText({ phase: "stopping", since: now - 125_000 }, now), "syncing (stopping, 2m)");
+  });
+
+  it("shows any other phase with `_` replaced by space", () => {
+    assert.equal(progressText({ phase: "fetching_more_things", since }, now), "syncing (fetching more things, 14s)");
+    assert.equal(
+      progressText({ phase: "new_phase", done: 1, total: 12345, since }, now),
+      "syncing 1/12 345 files (new phase)",
+    );
+  });
+
+  it("replaces the footer's `syncing…` while the status is syncing", () => {
+    assert.equal(
+      footerText({ type: "state", status: "syncing", syncing: true, progress: { phase: "parsing", done: 340, total: 2032, since } }, now),
+      "graph: syncing 340/2 032 files (parsing)",
+    );
+    assert.equal(
+      footerText({ type: "state", status: "syncing", syncing: true, progress: { phase: "reconciling", since } }, now),
+      "graph: syncing (reconciling, 14s)",
+    );
+  });
+
+  it("follows the status phrase when the status is not syncing", () => {
+    assert.equal(
+      footerText(
+        {
+          type: "state",
+          status: "possibly_stale",
+          stale_since: now - 3 * 60_000,
+          syncing: true,
+          progress: { phase: "writing", done: 340, total: 2032, since },
+        },
+        now,
+      ),
+      "graph: possibly stale since 3m, syncing 340/2 032 files (writing)",
+    );
+    assert.equal(
+      footerText({ type: "state", status: "not_verified", syncing: true, progress: { phase: "indexing", since } }, now),
+      "graph: not verified (watcher failed), syncing (indexing, 14s)",
+    );
+  });
+
+  it("keeps today's footer when no sync runs, even with progress present", () => {
+    const progress = { phase: "parsing", done: 340, total: 2032, since };
+    assert.equal(footerText({ type: "state", status: "fresh", syncing: false, progress }, now), "graph: fresh");
+    assert.equal(footerText({ type: "state", status: "fresh", progress }, now), "graph: fresh");
+    assert.equal(footerText({ type: "state", status: "syncing", syncing: false, progress }, now), "graph: syncing…");
+    assert.doesNotMatch(statusReport({ type: "state", status: "fresh", syncing: false, progress }, now), /progress/);
+  });
+
+  it("keeps today's footer without progress", () => {
+    assert.equal(footerText({ type: "state", status: "syncing", syncing: true }, now), "graph: syncing…");
+    assert.equal(
+      footerText({ type: "state", status: "possibly_stale", syncing: true }, now),
+      "graph: possibly stale, syncing…",
+    );
+  });
+
+  it("adds a progress line after the first line of /cgc-fresh status", () => {
+    const counted = statusReport(
+      { type: "state", status: "syncing", syncing: true, progress: { phase: "parsing", done: 340, total: 2032, since } },
+      now,
+    ).split("\n");
+    assert.equal(counted[0], "cgc-fresh: graph: syncing 340/2 032 files (parsing)");
+    assert.equal(counted[1], "progress: parsing 340/2 032 files, for 14s");
+    assert.match(counted[2] ?? "", /^last sync: /);
+
+    const uncounted = statusReport(
+      { type: "state", status: "possibly_stale", stale_since: now - 60_000, syncing: true, progress: { phase: "reconciling", since } },
+      now,
+    ).split("\n");
+    assert.equal(uncounted[0], "cgc-fresh: graph: possibly stale since 1m, syncing (reconciling, 14s)");
+    assert.equal(uncounted[1], "progress: reconciling, for 14s");
+    assert.match(uncounted[2] ?? "", /^first unsynced edit: /);
+  });
+
+  it("decodes progress from a state frame", () => {
+    const frame = decodeServerFrame(
+      '{"type":"state","status":"syncing","syncing":true,"progress":{"phase":"parsing","done":340,"total":2032,"since":1765000000000,"extra":1}}',
+    );
+    assert.deepEqual(frame?.type === "state" && frame.progress, { phase: "parsing", done: 340, total: 2032, since: 1765000000000 });
+    const uncounted = decodeServerFrame('{"type":"state","status":"syncing","syncing":true,"progress":{"phase":"reconciling","since":5}}');
+    assert.deepEqual(uncounted?.type === "state" && uncounted.progress, { phase: "reconciling", since: 5 });
+    const absent = decodeServerFrame('{"type":"state","status":"fresh","syncing":false}');
+    assert.equal(absent?.type === "state" && absent.progress, undefined);
+  });
+
+  it("drops counts that are not a pair of non-negative integers", () => {
+    const decoded = (progress: string) => {
+      const frame = decodeServerFrame(`{"type":"state","status":"syncing","syncing":true,"progress":${progress}}`);
+      assert.equal(frame?.type, "state", progress);
+      return frame?.type === "state" ? frame.progress : undefined;
+    };
+    for (const progress of [
+      '{"phase":"parsing","done":"340","total":2032,"since":5}',
+      '{"phase":"parsing","done":340,"since":5}',
+      '{"phase":"parsing","total":2032,"since":5}',
+      '{"phase":"parsing","done":-1,"total":2032,"since":5}',
+      '{"phase":"parsing","done":1.5,"total":2032,"since":5}',
+      '{"phase":"parsing","done":340,"total":null,"since":5}',
+    ]) {
+      assert.deepEqual(decoded(progress), { phase: "parsing", since: 5 }, progress);
+    }
+    const frame = decodeServerFrame('{"type":"state","status":"syncing","syncing":true,"progress":{"phase":"parsing","done":"340","total":2032,"since":1765000000000}}');
+    assert.equal(frame?.type === "state" && footerText(frame, now), "graph: syncing (parsing, 14s)");
+  });
+
+  it("ignores a malformed progress and keeps the rest of the frame", () => {
+    for (const progress of [
+      "null",
+      "7",
+      '"parsing"',
+      "[]",
+      "{}",
+      '{"phase":"parsing"}',
+      '{"phase":"parsing","since":"5"}',
+      '{"phase":3,"since":5}',
+      '{"phase":"","since":5}',
+      '{"done":1,"total":2,"since":5}',
+    ]) {
+      const frame = decodeServerFrame(`{"type":"state","status":"syncing","syncing":true,"edit_epoch":4,"progress":${progress}}`);
+      assert.equal(frame?.type, "state", progress);
+      assert.equal(frame?.type === "state" && frame.progress, undefined, progress);
+      assert.equal(frame?.type === "state" && frame.edit_epoch, 4, progress);
+      assert.equal(frame?.type === "state" && footerText(frame, now), "graph: syncing…", progress);
+    }
   });
 });
 
