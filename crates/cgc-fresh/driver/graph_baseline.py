@@ -364,15 +364,18 @@ def kept_on_disk(present, stored_files, exists):
     return sorted(p for p in stored_files if p not in present and exists(p))
 
 
-def differing_files(present, stored_files, stored, expected_for):
+def differing_files(present, stored_files, stored, expected_for, compared=None):
     """The absolute paths whose graph content is not what a from-scratch
     index writes: `present` {path: whether the parse succeeded} (the
     files a from-scratch index would write), `stored_files` the File
     paths in the graph, `stored` {path: FileContent},
     `expected_for(path)` the expected FileContent. A file that did not
-    parse (CGC writes a bare File node) always counts."""
+    parse (CGC writes a bare File node) always counts. `compared()` is
+    called once per file of `present` (the worker's progress lines)."""
     out = set(p for p in stored_files if p not in present)
     for path, parsed_ok in present.items():
+        if compared is not None:
+            compared()
         if path not in stored_files or not parsed_ok:
             out.add(path)
             continue

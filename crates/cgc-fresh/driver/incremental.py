@@ -64,7 +64,8 @@ A manager CGC opened on another backend than the configured one (its
 fallback when FalkorDB Lite does not start in time) is not written
 either: the request fails (`backend_pin.py`).
 
-Output: one line `CGC_FRESH_RESULT {json}` on stdout, last.
+Output: one line `CGC_FRESH_RESULT {json}` on stdout, last; `serve`
+writes progress lines before it (see there and `progress.py`).
 Exit codes: 0 applied everything; 1 failed (the graph may be partial);
 3 cannot apply incrementally, nothing was written (the caller runs a full
 reconcile instead); 130/143 interrupted by SIGINT/SIGTERM.
@@ -869,6 +870,7 @@ BACKEND_PIN_MODULE = "incremental-backend-pin.py"
 MCP_TOOLS_MODULE = "incremental-mcp-tools.py"
 CGC_SEAM_MODULE = "incremental-cgc-seam.py"
 GRAPH_BASELINE_MODULE = "incremental-graph-baseline.py"
+PROGRESS_MODULE = "incremental-progress.py"
 
 
 def load_companion(file_name, module_name):
@@ -885,6 +887,26 @@ def load_companion(file_name, module_name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def progress_reporter(serial, quiet=False):
+    """A request's progress reporter (`progress.py`): its lines go to the
+    real stdout, before the result line, with `serial` (None for a
+    prepare); with `quiet` it writes nothing (a run nobody watches). Where
+    the module does not load (an install without it), one that writes
+    nothing either: the lines are for the person, and a sync never fails
+    for want of them."""
+    try:
+        module = load_companion(PROGRESS_MODULE, "cgc_fresh_progress")
+    except Exception as exc:  # noqa: BLE001 - no progress lines, the sync goes on
+        import types
+
+        print(f"cgc-fresh: no progress lines: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return types.SimpleNamespace(phase=lambda _name, total=None: None, advance=lambda n=1: None,
+                                     end=lambda: None)
+    if quiet:
+        return module.NoProgress()
+    return module.ProgressReporter(lambda data: os.write(REAL_STDOUT, data), time.monotonic, serial)
 
 
 # A worker's parse cache module and its `Resident`, loaded at its first
@@ -1604,7 +1626,10 @@ def take_prepared(repo_posix, files, parsed_suffixes, timings):
     return prepared.tree
 
 
-def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False):
+def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False, progress=None):
+    """Steps 1 to 4 for `rel_paths` (with `prepare_only`, step 1 alone,
+    kept for the next request: `PreparedTree`); `progress` reports the
+    phases to the person (None: nobody watches, see `progress.py`)."""
     from pathlib import Path
 
     from codegraphcontext.cli import main as cgc_main
@@ -1616,6 +1641,8 @@ def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False):
 
     timings["imports_s"] = round(time.monotonic() - timings.pop("_t0"), 3)
     t = time.monotonic()
+    if progress is None:
+        progress = progress_reporter(None, quiet=True)
 
     repo = Path.cwd().resolve()
     repo_posix = repo.as_posix()
@@ -1647,6 +1674,7 @@ def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False):
         """Step 1 over `files`: the tree's parse results, resolved link
         rows and what the comparison with the stored edges needs."""
         t = time.monotonic()
+        progress.phase("parsing", total=len(files))
         cache = open_parse_cache(opts["parse_cache"], repo_posix)
         imports_map = cache.pre_scan(offline, files) if cache else offline.pre_scan_imports(files)
         timings["pre_scan_s"] = round(time.monotonic() - t, 3)
@@ -1655,6 +1683,7 @@ def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False):
         for f in sorted(files, key=lambda p: str(p)):
             fd = cache.parse(offline, repo, f) if cache else offline.parse_file(repo, f, False)
             parsed[Path(fd.get("path") or f).resolve().as_posix()] = (f, fd)
+            progress.advance()
         all_ok = sorted((fd for (_f, fd) in parsed.values() if "error" not in fd),
                         key=lambda d: str(d.get("path") or ""))
         timings["parse_s"] = round(time.monotonic() - t, 3)
@@ -1770,6 +1799,7 @@ def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False):
         timings.update(tree.cache.timings())
 
     # ---- 2. Open the database the way the CLI does.
+    progress.phase("reading")
     t = lock_t0 = time.monotonic()
     db_manager, graph_builder, _finder, _ctx = open_database(repo, timings)
     timings["db_open_s"] = round(time.monotonic() - t, 3)
@@ -1778,7 +1808,7 @@ def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False):
         applied = apply_with_database(
             repo, repo_posix, prefix, graph_builder, tree.parsed, tree.links, (tree.expected, tree.writer_nodes),
             tree.targets, tree.csharp_paths, tree.module_first, tree.module_defined, tree.imports_map, changed,
-            changed_abs, timings, baseline=baseline,
+            changed_abs, timings, baseline=baseline, progress=progress,
         )
         return applied
     finally:
@@ -1850,7 +1880,7 @@ def delete_link_edges(write, sources, changed):
 
 
 def graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, parsed, imports_map, stored_files,
-                               timings):
+                               timings, progress):
     """The absolute paths of the files whose nodes and imports in the graph
     are not what a from-scratch index of the tree writes now, or that are
     in the graph and not in the tree (`graph_baseline.py`)."""
@@ -1893,7 +1923,8 @@ def graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, pars
     if kept:
         raise Unsupported(f"{len(kept)} file(s) in the graph are on disk but not indexed here now "
                           f"(ignored since the index?), e.g. {kept[0]}: CGC's reconcile decides")
-    found = baseline.differing_files(present, set(stored_files), stored, expected_for)
+    progress.phase("comparing", total=len(present))
+    found = baseline.differing_files(present, set(stored_files), stored, expected_for, compared=progress.advance)
     timings["baseline_compare_s"] = round(time.monotonic() - t, 3)
     timings["baseline_files"] = len(present)
     timings["baseline_differing"] = len(found)
@@ -1902,10 +1933,15 @@ def graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, pars
 
 def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, targets, csharp_paths,
                         module_first, module_defined, imports_map, changed, changed_abs, timings,
-                        baseline=False):
+                        baseline=False, progress=None):
+    """Steps 2 to 4 on the open database (`gb`); `progress` reports the
+    phases after `reading`, which the caller started before the open
+    (None: nobody watches)."""
     from pathlib import Path
 
     t = time.monotonic()
+    if progress is None:
+        progress = progress_reporter(None, quiet=True)
     timings["container_queries_skipped"] = 0
     writer = gb._writer
     driver = gb.driver
@@ -1974,7 +2010,7 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
         # as a from-scratch index would are the changed ones
         # (`graph_baseline.py`).
         found = graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, parsed, imports_map,
-                                           stored_files, timings)
+                                           stored_files, timings, progress)
         for abs_path in sorted(found - changed_abs):
             changed.append((abs_path[len(prefix):], abs_path))
         changed_abs |= found
@@ -2035,11 +2071,14 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     # ---- 3. Writes.
     unlink = sorted(relink | changed_abs)
     changed_list = sorted(changed_abs)
-    delete_link_edges(write, unlink, changed_list)
     rewritten = {p for p in written if p in stored_files}
+    deletes = sorted(set(to_delete) | rewritten)
+    progress.phase("writing", total=len(deletes) + len(written))
+    delete_link_edges(write, unlink, changed_list)
     break_delete = os.environ.get(BREAK_DELETE_FOR_TESTS_ENV) == "1"
     with PurgeDeferred(writer), ParentDirectoriesKept(rewritten) as directories:
-        for abs_path in sorted(set(to_delete) | rewritten):
+        for abs_path in deletes:
+            progress.advance()
             if break_delete and abs_path in rewritten:
                 continue
             gb.delete_file_from_graph(abs_path)
@@ -2062,9 +2101,11 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
                         touched_modules.add(name)
             else:
                 gb.add_minimal_file_node(Path(fd["path"]), repo, False)
+            progress.advance()
     timings["parameter_batches"] = parameters.batched
     timings["nodes_s"] = round(time.monotonic() - t, 3)
     t = time.monotonic()
+    progress.phase("linking")
 
     def pick(key):
         return [row for row in links[key] if row_source(key, row) in relink]
@@ -2104,6 +2145,7 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     timings["post_s"] = round(time.monotonic() - t, 3)
     t = time.monotonic()
     # ---- 4. The graph holds what was written, under the same lock.
+    progress.phase("checking")
     timings["self_checked"] = load_companion(SELF_CHECK_MODULE, "cgc_fresh_self_check").check(
         read, backend, {p: parsed[p][1] for p in written}, [p for p in to_delete if p not in written])
     timings["self_check_s"] = round(time.monotonic() - t, 3)
@@ -2289,11 +2331,12 @@ def ready_backend():
         close_database(manager)
 
 
-def run_request(opts, paths, baseline=False):
+def run_request(opts, paths, baseline=False, progress=None):
     """One probe or one apply of `paths` — with `baseline`, of `paths` and
     of every file the graph does not hold as a from-scratch index would
     (`graph_baseline.py`): (the result line's object, the exit code it
-    stands for)."""
+    stands for). An apply reports its phases to `progress` (None: nobody
+    watches; see `progress.py`)."""
     started = time.monotonic()
     result = {"protocol": PROTOCOL, "ok": False}
     timings = {"_t0": started}
@@ -2329,7 +2372,7 @@ def run_request(opts, paths, baseline=False):
             if not isinstance(rel, str) or os.path.isabs(rel) or rel.split("/")[0] == "..":
                 raise Unsupported(f"not a workspace-relative path: {rel!r}")
         with RequestMemos(), CollectorPaused():
-            applied = run_apply(opts, rel_paths, timings, baseline=baseline)
+            applied = run_apply(opts, rel_paths, timings, baseline=baseline, progress=progress)
         timings["total_s"] = round(time.monotonic() - started, 3)
         result.update(mode="apply", ok=True, requested=len(rel_paths), timings=timings, **bounded_paths(applied))
         if baseline:
@@ -2369,6 +2412,23 @@ def serve(opts):
     `--idle-exit` seconds without a request, on SIGINT/SIGTERM (128+n),
     and after any request that did not end with 0 or 3 (its state, or the
     graph's, is in doubt: the next sync starts a fresh process).
+
+    While it applies a request (or a prepare), and before its result line,
+    the worker writes progress lines on the same stdout (`progress.py`):
+
+        CGC_FRESH_PROGRESS {"done": D, "phase": P, "serial": N, "total": T}
+
+    (`json.dumps(..., sort_keys=True)`): `serial` the request's, null for a
+    prepare (the sync queued behind it waits on its parse); `phase` one of
+    `parsing` (total: the files parsed), `reading`, `comparing` (a
+    baseline's; total: the files compared), `writing` (total: the files
+    deleted plus the files written), `linking`, `checking`; `done`/`total`
+    only where the phase counts files (a request that uses the prepared
+    tree starts at `reading`). A phase's first line is written at once,
+    its counts at most every 0.25 s, and its last count before the next
+    phase or the result. A probe, an MCP call or a line that is no
+    request writes none, nor does the one-shot `apply`. A progress line
+    that cannot be written is dropped; the sync goes on.
 
     The work a request leaves for later waits for a pause without a
     request (`worker_pauses.py`: the memo's digest, the collection, the
@@ -2449,7 +2509,11 @@ def serve_lines(opts, tools, pauses, database):
                 continue
             if isinstance(request, dict) and request.get("prepare") is True:
                 database.release()
-                run_prepare(opts)
+                # No request has a serial yet, but the sync queued behind
+                # the prepare waits on its parse.
+                progress = progress_reporter(None)
+                run_prepare(opts, progress=progress)
+                progress.end()
                 # The request it was for is usually waiting already: it
                 # goes first, and the collection follows in a pause.
                 pauses.after_prepare()
@@ -2466,7 +2530,9 @@ def serve_lines(opts, tools, pauses, database):
                   "error": f"not a request: {exc}"})
             continue
         database.release()
-        result, code = run_request(opts, paths, baseline=baseline)
+        progress = progress_reporter(serial)
+        result, code = run_request(opts, paths, baseline=baseline, progress=progress)
+        progress.end()
         result.update(serial=serial, exit=code)
         emit(result)
         if code not in (EXIT_OK, EXIT_UNSUPPORTED):
@@ -2482,11 +2548,12 @@ def settle_memo():
         memo.settle()
 
 
-def run_prepare(opts):
+def run_prepare(opts, progress=None):
     """`serve`'s `{"prepare": true}`: step 1 for the tree as it is now,
     kept for the next request (see `PreparedTree`). No answer line: a
     prepare that fails only leaves nothing prepared, and the next request
-    does step 1 itself."""
+    does step 1 itself. Its `parsing` goes to `progress` (the sync it is
+    for usually waits on it)."""
     started = time.monotonic()
     timings = {"_t0": started}
     try:
@@ -2494,7 +2561,7 @@ def run_prepare(opts):
         if missing or not cgc_gate(opts).allowed:
             return
         with RequestMemos(), CollectorPaused():
-            run_apply(opts, [], timings, prepare_only=True)
+            run_apply(opts, [], timings, prepare_only=True, progress=progress)
         memo = stored_edge_memo()
         if memo:
             # The comparison of the database's contents, when another

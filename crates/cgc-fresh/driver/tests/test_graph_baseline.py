@@ -193,6 +193,16 @@ class DifferingFilesTest(unittest.TestCase):
         self.assertEqual(self.differing(write, [], stored_files={PATH, "/r/gone.py"}), {"/r/gone.py"})
         self.assertEqual(self.differing(write, [], present={PATH: False}), {PATH})
 
+    def test_every_file_of_the_tree_is_counted_as_compared_once(self):
+        # The worker's `comparing` progress: its total is `len(present)`.
+        stored, _columns = self.stored([])
+        present = {PATH: True, "/r/new.py": True, "/r/broken.py": False}
+        counted = []
+        found = baseline.differing_files(present, {PATH, "/r/gone.py"}, stored,
+                                         stored.__getitem__, compared=lambda: counted.append(1))
+        self.assertEqual(len(counted), len(present))
+        self.assertEqual(found, {"/r/new.py", "/r/broken.py", "/r/gone.py"})
+
     def test_a_stored_file_still_on_disk_but_not_indexed_now_is_kept_for_the_reconcile(self):
         on_disk = {"/r/ignored_now.py"}
         kept = baseline.kept_on_disk({PATH: True}, {PATH, "/r/ignored_now.py", "/r/gone.py"}, on_disk.__contains__)

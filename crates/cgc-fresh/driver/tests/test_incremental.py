@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 inc = load("incremental.py", "cgc_fresh_incremental")
+PROGRESS_PREFIX = "CGC_FRESH_PROGRESS "
 
 
 @contextlib.contextmanager
@@ -637,16 +638,25 @@ class StandInTools:
 
 
 class ServeLinesTest(unittest.TestCase):
-    """The worker's loop reading request lines from a pipe on stdin."""
+    """The worker's loop reading request lines from a pipe on stdin. Its
+    result lines are returned; its progress lines, which the stand-in
+    requests make through `report(progress)`, are kept in `self.progress`
+    (in order, with the serial of each result line that followed them)."""
 
-    def serve(self, data, codes=None):
+    def serve(self, data, codes=None, report=lambda _progress: None):
         codes = list(codes or [])
         runs = []
 
-        def run_request(opts, paths, baseline=False):
+        def run_request(opts, paths, baseline=False, progress=None):
             runs.append(("baseline", paths) if baseline else paths)
+            if progress is not None:
+                report(progress)
             code = codes.pop(0) if codes else inc.EXIT_OK
             return {"protocol": inc.PROTOCOL, "ok": code == 0}, code
+
+        def run_prepare(opts, progress=None):
+            runs.append("prepare")
+            report(progress)
 
         released = []
         database = types.SimpleNamespace(release=lambda: released.append(len(runs)), holding=False)
@@ -659,7 +669,7 @@ class ServeLinesTest(unittest.TestCase):
             os.close(write_in)
             os.dup2(read_in, 0)
             with mock.patch.object(inc, "run_request", run_request), \
-                    mock.patch.object(inc, "run_prepare", lambda opts: runs.append("prepare")), \
+                    mock.patch.object(inc, "run_prepare", run_prepare), \
                     mock.patch.object(inc, "REAL_STDOUT", write_out):
                 code = inc.serve_lines({}, tools, pauses, database)
         finally:
@@ -668,8 +678,48 @@ class ServeLinesTest(unittest.TestCase):
             os.close(read_in)
             os.close(write_out)
         with os.fdopen(read_out, "rb") as out:
-            lines = [json.loads(line[len(inc.RESULT_PREFIX):]) for line in out.read().splitlines()]
+            written = out.read().decode("utf-8").splitlines()
+        lines, self.progress = [], []
+        for line in written:
+            if line.startswith(PROGRESS_PREFIX):
+                self.progress.append(("progress", json.loads(line[len(PROGRESS_PREFIX):])))
+            else:
+                self.assertTrue(line.startswith(inc.RESULT_PREFIX), line)
+                lines.append(json.loads(line[len(inc.RESULT_PREFIX):]))
+                self.progress.append(("result", lines[-1].get("serial")))
         return code, lines, runs, tools.served, pauses.told, released
+
+    def test_an_applys_progress_lines_carry_its_serial_and_come_before_its_result(self):
+        def report(progress):
+            progress.phase("parsing", total=3)
+            progress.advance(3)
+            progress.phase("reading")
+
+        code, lines, _runs, _served, _told, _released = self.serve(
+            b'{"serial": 1, "paths": ["a.py"]}\n{"serial": 2, "paths": ["b.py"]}\n', report=report)
+        self.assertEqual(code, inc.EXIT_OK)
+        self.assertEqual(len(lines), 2)
+        request = [
+            ("progress", {"phase": "parsing", "done": 0, "total": 3}),
+            ("progress", {"phase": "parsing", "done": 3, "total": 3}),
+            ("progress", {"phase": "reading"}),
+        ]
+        expected = [(kind, dict(obj, serial=serial)) for serial in (1, 2) for (kind, obj) in request]
+        expected.insert(3, ("result", 1))
+        expected.append(("result", 2))
+        self.assertEqual(self.progress, expected)
+
+    def test_a_prepares_parse_is_reported_without_a_serial_and_a_probe_reports_nothing(self):
+        def report(progress):
+            progress.phase("parsing", total=2)
+            progress.advance()
+
+        self.serve(b'{"serial": 4, "probe": true}\n{"prepare": true}\n', report=report)
+        self.assertEqual(self.progress, [
+            ("result", 4),
+            ("progress", {"serial": None, "phase": "parsing", "done": 0, "total": 2}),
+            ("progress", {"serial": None, "phase": "parsing", "done": 1, "total": 2}),
+        ])
 
     def test_each_sync_line_is_answered_with_its_serial_and_exit(self):
         code, lines, runs, _served, told, released = self.serve(
