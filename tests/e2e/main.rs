@@ -23,6 +23,7 @@ mod lifetimes;
 mod mcp;
 mod parse_cache;
 mod prepared_tree;
+mod progress;
 mod protocol;
 mod real_cgc;
 mod resolution_memo;

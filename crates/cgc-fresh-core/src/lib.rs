@@ -12,5 +12,6 @@ pub mod freshness;
 pub mod manifest_diff;
 pub mod read_your_writes;
 pub mod sync_plan;
+pub mod sync_progress;
 pub mod warm_worker;
 pub mod watcher;

@@ -144,9 +144,9 @@ pub use error::{FrameError, FrameErrorKind};
 pub use error_code::ErrorCode;
 pub use server::{
     Audience, BackendFacts, ConfigFrame, ErrorFrame, McpAnswer, Notice, NoticesFrame, ServerFrame,
-    StateFrame, WatcherFacts, Welcome,
+    StateFrame, SyncProgress, WatcherFacts, Welcome,
 };
-pub use vocab::{FreshnessStatus, NoticeCondition, NoticeLevel, SessionStartReason};
+pub use vocab::{FreshnessStatus, NoticeCondition, NoticeLevel, SessionStartReason, SyncPhase};
 
 /// The protocol version this crate speaks, sent in `hello` and `welcome`.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error_code::ErrorCode;
-use crate::vocab::{FreshnessStatus, NoticeCondition, NoticeLevel};
+use crate::vocab::{FreshnessStatus, NoticeCondition, NoticeLevel, SyncPhase};
 
 /// A frame sent by the service.
 ///
@@ -104,6 +104,26 @@ pub struct StateFrame {
     /// found; omitted when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// What a sync that has run for a while is doing; omitted while no
+    /// sync runs and during a sync's first seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<SyncProgress>,
+}
+
+/// `state.progress`: the phase of a long sync and, where the phase counts
+/// files, how many of how many are done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncProgress {
+    /// What the sync is doing.
+    pub phase: SyncPhase,
+    /// Files done in this phase; present with `total` or not at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<u64>,
+    /// Files this phase has to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// When the sync started (unix ms).
+    pub since: u64,
 }
 
 /// What the service knows about its watcher child.

@@ -153,3 +153,69 @@ impl SessionStartReason {
         SessionStartReason::Other,
     ];
 }
+
+/// What a long sync is doing now (`state.progress.phase`). The driver's
+/// phases come first, in the order a sync passes them; CGC's own reconcile
+/// reports only `reconciling`, `indexing` and `stopping` (it prints no
+/// file counts when its output is not a terminal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncPhase {
+    /// Spawned; nothing reported yet (CGC's import, the listing).
+    Starting,
+    /// Parsing the tree's files.
+    Parsing,
+    /// Reading what the graph stores.
+    Reading,
+    /// Comparing the graph with the tree (a baseline).
+    Comparing,
+    /// Writing the changed files' nodes.
+    Writing,
+    /// Re-linking calls, imports and inheritance.
+    Linking,
+    /// Reading back what was written (the self-check).
+    Checking,
+    /// CGC's reconcile re-parses and re-writes every file.
+    Reconciling,
+    /// CGC indexes a workspace it found not indexed.
+    Indexing,
+    /// The reconcile is done and its process is stopping.
+    Stopping,
+}
+
+impl SyncPhase {
+    /// Every phase, in a fixed order (for property tests and docs).
+    pub const ALL: [SyncPhase; 10] = [
+        SyncPhase::Starting,
+        SyncPhase::Parsing,
+        SyncPhase::Reading,
+        SyncPhase::Comparing,
+        SyncPhase::Writing,
+        SyncPhase::Linking,
+        SyncPhase::Checking,
+        SyncPhase::Reconciling,
+        SyncPhase::Indexing,
+        SyncPhase::Stopping,
+    ];
+
+    /// The wire name, e.g. `parsing`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncPhase::Starting => "starting",
+            SyncPhase::Parsing => "parsing",
+            SyncPhase::Reading => "reading",
+            SyncPhase::Comparing => "comparing",
+            SyncPhase::Writing => "writing",
+            SyncPhase::Linking => "linking",
+            SyncPhase::Checking => "checking",
+            SyncPhase::Reconciling => "reconciling",
+            SyncPhase::Indexing => "indexing",
+            SyncPhase::Stopping => "stopping",
+        }
+    }
+
+    /// The phase named `name` on the wire, if it is one.
+    pub fn from_wire(name: &str) -> Option<SyncPhase> {
+        SyncPhase::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}

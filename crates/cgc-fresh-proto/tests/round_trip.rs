@@ -5,8 +5,8 @@ use cgc_fresh_proto::{
     decode_client_frame, decode_server_frame, encode, Audience, BackendFacts, ClientFrame,
     ConfigFrame, Envelope, ErrorCode, ErrorFrame, FreshnessStatus, Hello, McpAnswer, McpCall,
     Notice, NoticeCondition, NoticeLevel, NoticesFrame, RequestId, ServerFrame, SessionShutdown,
-    SessionStart, SessionStartReason, StateFrame, TakeNotices, ToolCall, ToolResult, WatcherFacts,
-    Welcome, PROTOCOL_VERSION,
+    SessionStart, SessionStartReason, StateFrame, SyncPhase, SyncProgress, TakeNotices, ToolCall,
+    ToolResult, WatcherFacts, Welcome, PROTOCOL_VERSION,
 };
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
@@ -104,6 +104,20 @@ fn backend_facts() -> impl Strategy<Value = BackendFacts> {
     (text(), text()).prop_map(|(kind, source)| BackendFacts { kind, source })
 }
 
+fn sync_progress() -> impl Strategy<Value = SyncProgress> {
+    (
+        select(SyncPhase::ALL.to_vec()),
+        proptest::option::of((any::<u64>(), any::<u64>())),
+        any::<u64>(),
+    )
+        .prop_map(|(phase, counts, since)| SyncProgress {
+            phase,
+            done: counts.map(|(done, _)| done),
+            total: counts.map(|(_, total)| total),
+            since,
+        })
+}
+
 fn state() -> impl Strategy<Value = ServerFrame> {
     use proptest::option::of;
     (
@@ -111,7 +125,7 @@ fn state() -> impl Strategy<Value = ServerFrame> {
         (of(any::<u64>()), of(any::<u64>()), of(text())),
         (any::<u64>(), any::<bool>()),
         (of(watcher_facts()), of(backend_facts()), of(text())),
-        proptest::collection::vec(text(), 0..3),
+        (proptest::collection::vec(text(), 0..3), of(sync_progress())),
     )
         .prop_map(
             |(
@@ -119,7 +133,7 @@ fn state() -> impl Strategy<Value = ServerFrame> {
                 (last_synced_at, stale_since, last_error),
                 (edit_epoch, syncing),
                 (watcher, backend, detail),
-                warnings,
+                (warnings, progress),
             )| {
                 ServerFrame::State(StateFrame {
                     workspace,
@@ -133,6 +147,7 @@ fn state() -> impl Strategy<Value = ServerFrame> {
                     backend,
                     detail,
                     warnings,
+                    progress,
                 })
             },
         )
@@ -369,6 +384,7 @@ fn wire_shape_is_flat_with_id_first_and_absent_options_omitted() {
             backend: None,
             detail: None,
             warnings: Vec::new(),
+            progress: None,
         }),
     );
     assert_eq!(

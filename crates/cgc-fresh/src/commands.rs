@@ -519,8 +519,19 @@ pub fn describe_state(state: &StateFrame, now: u64) -> String {
         Some(at) => line.push_str(&format!("; last sync {}", ago(now, at))),
         None => line.push_str("; no sync recorded"),
     }
-    if state.syncing {
-        line.push_str("; a sync is running");
+    match state.progress.as_ref().filter(|_| state.syncing) {
+        Some(progress) => {
+            use crate::harness::status_line::{progress_text, short_duration};
+            line.push_str("; ");
+            line.push_str(&progress_text(progress, now));
+            // A phase without counts says its time already.
+            if progress.done.is_some() {
+                let running = short_duration(now.saturating_sub(progress.since));
+                line.push_str(&format!(", for {running}"));
+            }
+        }
+        None if state.syncing => line.push_str("; a sync is running"),
+        None => {}
     }
     if let Some(watcher) = &state.watcher {
         line.push_str(&format!("; watcher {} ({})", watcher.state, watcher.mode));
@@ -544,5 +555,56 @@ pub fn ago(now: u64, then: u64) -> String {
         0..=59 => format!("{secs}s ago"),
         60..=3599 => format!("{}m {}s ago", secs / 60, secs % 60),
         _ => format!("{}h {}m ago", secs / 3600, (secs % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cgc_fresh_proto::{FreshnessStatus, SyncPhase, SyncProgress};
+
+    fn syncing(progress: Option<SyncProgress>) -> StateFrame {
+        StateFrame {
+            workspace: "/w".into(),
+            status: FreshnessStatus::Syncing,
+            last_synced_at: None,
+            stale_since: None,
+            last_error: None,
+            edit_epoch: 3,
+            syncing: true,
+            watcher: None,
+            backend: None,
+            detail: None,
+            warnings: Vec::new(),
+            progress,
+        }
+    }
+
+    #[test]
+    fn status_names_a_long_syncs_progress() {
+        let counted = SyncProgress {
+            phase: SyncPhase::Writing,
+            done: Some(340),
+            total: Some(2_032),
+            since: 1_000,
+        };
+        assert_eq!(
+            describe_state(&syncing(Some(counted)), 15_000),
+            "/w: syncing; no sync recorded; syncing 340/2 032 files (writing), for 14s"
+        );
+        let phase_only = SyncProgress {
+            phase: SyncPhase::Reconciling,
+            done: None,
+            total: None,
+            since: 1_000,
+        };
+        assert_eq!(
+            describe_state(&syncing(Some(phase_only)), 15_000),
+            "/w: syncing; no sync recorded; syncing (reconciling, 14s)"
+        );
+        assert_eq!(
+            describe_state(&syncing(None), 15_000),
+            "/w: syncing; no sync recorded; a sync is running"
+        );
     }
 }

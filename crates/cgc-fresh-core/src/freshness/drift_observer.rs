@@ -363,6 +363,7 @@ impl DriftObserver {
             backend: None,
             detail: self.detail(queued),
             warnings: Vec::new(),
+            progress: None,
         }
     }
 

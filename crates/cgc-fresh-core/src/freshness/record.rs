@@ -156,6 +156,7 @@ impl FreshnessRecord {
                 recorded.as_str().replace('_', " ")
             )),
             warnings: Vec::new(),
+            progress: None,
         }
     }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use cgc_fresh_proto::{
     decode_server_frame, encode_client_frame, ClientFrame, Envelope, FreshnessStatus, Hello,
-    RequestId, ServerFrame, StateFrame, PROTOCOL_VERSION,
+    RequestId, ServerFrame, StateFrame, SyncProgress, PROTOCOL_VERSION,
 };
 use serde_json::Value;
 
@@ -38,13 +38,57 @@ pub fn short_duration(ms: u64) -> String {
     format!("{}d", hours / 24)
 }
 
-/// The one-line text, e.g. `graph: possibly stale since 3m`.
+/// `n` with its digits grouped by three with a plain space from 1 000 on:
+/// `999`, `2 032`, `1 000 000`.
+pub fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(' ');
+        }
+        grouped.push(digit);
+    }
+    grouped
+}
+
+/// A long sync's progress in words: `syncing 340/2 032 files (parsing)`,
+/// or, for a phase that counts nothing, `syncing (reconciling, 14s)` (the
+/// time since the sync started).
+pub fn progress_text(progress: &SyncProgress, now_ms: u64) -> String {
+    let phase = progress.phase.as_str();
+    match (progress.done, progress.total) {
+        (Some(done), Some(total)) => format!(
+            "syncing {}/{} files ({phase})",
+            group_thousands(done),
+            group_thousands(total)
+        ),
+        _ => format!(
+            "syncing ({phase}, {})",
+            short_duration(now_ms.saturating_sub(progress.since))
+        ),
+    }
+}
+
+/// The one-line text, e.g. `graph: possibly stale since 3m`, or, while a
+/// long sync reports its progress, `graph: syncing 340/2 032 files
+/// (parsing)`.
 pub fn line_text(state: &StateFrame, now_ms: u64) -> String {
     let base = status_phrase(state, now_ms);
-    if state.syncing && state.status != FreshnessStatus::Syncing {
-        format!("graph: {base}, syncing…")
-    } else {
-        format!("graph: {base}")
+    let progress = state
+        .progress
+        .as_ref()
+        .filter(|_| state.syncing)
+        .map(|progress| progress_text(progress, now_ms));
+    match progress {
+        Some(progress) if state.status == FreshnessStatus::Syncing => {
+            format!("graph: {progress}")
+        }
+        Some(progress) => format!("graph: {base}, {progress}"),
+        None if state.syncing && state.status != FreshnessStatus::Syncing => {
+            format!("graph: {base}, syncing…")
+        }
+        None => format!("graph: {base}"),
     }
 }
 
@@ -144,6 +188,7 @@ mod tests {
             backend: None,
             detail: None,
             warnings: Vec::new(),
+            progress: None,
         }
     }
 
@@ -202,6 +247,64 @@ mod tests {
         let mut syncing = state(FreshnessStatus::Syncing);
         syncing.syncing = true;
         assert_eq!(line_text(&syncing, 0), "graph: syncing…");
+    }
+
+    fn progress(done_total: Option<(u64, u64)>, since: u64) -> SyncProgress {
+        SyncProgress {
+            phase: cgc_fresh_proto::SyncPhase::Parsing,
+            done: done_total.map(|(d, _)| d),
+            total: done_total.map(|(_, t)| t),
+            since,
+        }
+    }
+
+    #[test]
+    fn thousands_are_grouped_with_a_plain_space() {
+        for (n, text) in [
+            (0, "0"),
+            (7, "7"),
+            (999, "999"),
+            (1_000, "1 000"),
+            (2_032, "2 032"),
+            (12_345, "12 345"),
+            (123_456, "123 456"),
+            (1_000_000, "1 000 000"),
+        ] {
+            assert_eq!(group_thousands(n), text);
+        }
+    }
+
+    #[test]
+    fn a_long_sync_shows_its_counts_or_its_phase_and_time() {
+        let mut syncing = state(FreshnessStatus::Syncing);
+        syncing.syncing = true;
+        syncing.progress = Some(progress(Some((340, 2_032)), 0));
+        assert_eq!(
+            line_text(&syncing, 9_000),
+            "graph: syncing 340/2 032 files (parsing)"
+        );
+        let mut reconciling = progress(None, 1_000);
+        reconciling.phase = cgc_fresh_proto::SyncPhase::Reconciling;
+        syncing.progress = Some(reconciling);
+        assert_eq!(
+            line_text(&syncing, 15_500),
+            "graph: syncing (reconciling, 14s)"
+        );
+        let mut stale = state(FreshnessStatus::PossiblyStale);
+        stale.stale_since = Some(0);
+        stale.syncing = true;
+        stale.progress = Some(progress(Some((3, 4)), 0));
+        assert_eq!(
+            line_text(&stale, 180_000),
+            "graph: possibly stale since 3m, syncing 3/4 files (parsing)"
+        );
+    }
+
+    #[test]
+    fn progress_is_not_shown_when_no_sync_runs() {
+        let mut fresh = state(FreshnessStatus::Fresh);
+        fresh.progress = Some(progress(Some((3, 4)), 0));
+        assert_eq!(line_text(&fresh, 1_000), "graph: fresh");
     }
 
     #[test]

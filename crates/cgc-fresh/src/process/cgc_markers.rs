@@ -5,6 +5,8 @@
 //! several captured lines), so multi-word markers are compared with all
 //! whitespace removed.
 
+use cgc_fresh_proto::SyncPhase;
+
 /// Part of `cgc watch`'s ready line
 /// (`👀 Monitoring for file changes... (Press Ctrl+C to stop)`).
 pub const WATCH_READY_MARKER: &str = "Monitoring for file changes";
@@ -77,6 +79,29 @@ pub fn is_watch_ready_line(line: &str) -> bool {
     contains_ignoring_whitespace(line, WATCH_READY_MARKER)
 }
 
+/// What `cgc watch --sync-on-start .` prints as its start-up reconcile
+/// begins on an indexed repository (`✓ Already indexed. Synchronizing
+/// current files...`).
+pub const RECONCILE_SYNCING_MARKER: &str = "Synchronizing current files";
+
+/// What it prints instead on a repository it finds not indexed
+/// (`⚠  Not indexed yet. Performing initial scan...`).
+pub const RECONCILE_SCANNING_MARKER: &str = "Performing initial scan";
+
+/// The phase of CGC's reconcile a line of its output starts: the only
+/// progress it gives when its output is not a terminal (no file counts).
+pub fn reconcile_phase(line: &str) -> Option<SyncPhase> {
+    if contains_ignoring_whitespace(line, RECONCILE_SYNCING_MARKER) {
+        Some(SyncPhase::Reconciling)
+    } else if contains_ignoring_whitespace(line, RECONCILE_SCANNING_MARKER) {
+        Some(SyncPhase::Indexing)
+    } else if is_watch_ready_line(line) || is_watch_stopping_line(line) {
+        Some(SyncPhase::Stopping)
+    } else {
+        None
+    }
+}
+
 /// True when `text` (one line or many joined by newlines) contains CGC's
 /// embedded-database lock error, even if a line wrap split the message.
 pub fn output_has_lock_error(text: &str) -> bool {
@@ -93,6 +118,35 @@ fn contains_ignoring_whitespace(haystack: &str, needle: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reconcile_phases_are_read_from_cgc_watch_output() {
+        let cases = [
+            (
+                "✓ Already indexed. Synchronizing current files...",
+                Some(SyncPhase::Reconciling),
+            ),
+            (
+                "⚠  Not indexed yet. Performing initial scan...",
+                Some(SyncPhase::Indexing),
+            ),
+            // Rich's 80-column wrap may split a marker.
+            (
+                "✓ Already indexed. Synchronizing current\nfiles...",
+                Some(SyncPhase::Reconciling),
+            ),
+            (
+                "👀 Monitoring for file changes... (Press Ctrl+C to stop)",
+                Some(SyncPhase::Stopping),
+            ),
+            ("🛑 Stopping watcher...", Some(SyncPhase::Stopping)),
+            ("✓ Initial scan complete", None),
+            ("Using database: kuzudb", None),
+        ];
+        for (line, phase) in cases {
+            assert_eq!(reconcile_phase(line), phase, "{line}");
+        }
+    }
 
     #[test]
     fn lock_error_found_on_one_line() {

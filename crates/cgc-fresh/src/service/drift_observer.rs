@@ -28,7 +28,7 @@ use cgc_fresh_core::read_your_writes::{edits_pending, read_your_writes, ReadDeci
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_proto::{
     ClientFrame, ConfigFrame, Envelope, ErrorCode, ErrorFrame, RequestId, ServerFrame, StateFrame,
-    Welcome, PROTOCOL_VERSION,
+    SyncProgress, Welcome, PROTOCOL_VERSION,
 };
 
 use super::backend_detector::{BackendDetector, DetectorSettings, ForgetBackend};
@@ -107,6 +107,9 @@ pub struct DriftObserverActor {
     /// Which sync strategy the last sync ran, and why when it fell back
     /// (from the runner; shown in the state's `detail`).
     sync_note: Option<String>,
+    /// What the running sync last reported of its progress (from the
+    /// runner, which decides when: `cgc_fresh_core::sync_progress`).
+    sync_progress: Option<(FlightId, SyncProgress)>,
     /// One watch per process that owns a live lifetime (`owner_pid`).
     owner_watches: HashMap<u32, tokio::task::JoinHandle<()>>,
     /// Owners of lifetimes opened by the last input, watched after it.
@@ -252,6 +255,7 @@ impl DriftObserverActor {
             clients: 0,
             cgc_missing: None,
             sync_note: None,
+            sync_progress: None,
             owner_watches: HashMap::new(),
             owners_to_watch: Vec::new(),
             idle_timer: None,
@@ -287,6 +291,12 @@ impl DriftObserverActor {
             }
         }
         frame.warnings.extend(self.cgc_missing.iter().cloned());
+        // Only the running sync's progress, and only while it runs.
+        frame.progress = self
+            .sync_progress
+            .as_ref()
+            .filter(|(flight, _)| frame.syncing && self.machine.current_flight() == Some(*flight))
+            .map(|(_, progress)| progress.clone());
         frame
     }
 
@@ -1489,7 +1499,27 @@ impl Handler<SyncNoted> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: SyncNoted, ctx: &mut Self::Context) {
         let SyncReport { flight, event } = msg.0;
+        let ended = matches!(
+            event,
+            SyncEvent::Finished(_)
+                | SyncEvent::Busy { .. }
+                | SyncEvent::Declined { .. }
+                | SyncEvent::OverBudget { .. }
+        );
+        if ended
+            && self
+                .sync_progress
+                .as_ref()
+                .is_some_and(|(f, _)| *f == flight)
+        {
+            self.sync_progress = None;
+        }
         match event {
+            SyncEvent::Progress(progress) => {
+                self.sync_progress = Some((flight, progress));
+                self.state_dirty = true;
+                self.schedule_state_flush(ctx);
+            }
             SyncEvent::Finished(outcome) => {
                 self.sync_ended(flight, matches!(outcome, SyncOutcome::Succeeded))
             }

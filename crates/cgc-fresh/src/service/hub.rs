@@ -201,6 +201,7 @@ mod tests {
                 backend: None,
                 detail: None,
                 warnings: Vec::new(),
+                progress: None,
             }));
             // The connection keeps only the latest state, so a state is
             // never refused: it replaces the unsent one.

@@ -32,8 +32,10 @@ use cgc_fresh_core::sync_plan::{
     DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
     DRIVER_EXIT_UNSUPPORTED,
 };
+use cgc_fresh_proto::SyncProgress;
 
 mod mcp_calls;
+mod progress;
 mod warm_worker;
 
 pub use warm_worker::WarmUp;
@@ -114,6 +116,25 @@ pub const BACKEND_PIN_MODULE_FILE: &str = "incremental-backend-pin.py";
 /// next to the driver.
 pub const GRAPH_BASELINE_MODULE: &str = include_str!("../../driver/graph_baseline.py");
 pub const GRAPH_BASELINE_MODULE_FILE: &str = "incremental-graph-baseline.py";
+/// The driver's progress lines (`driver/progress.py`), written next to it.
+pub const PROGRESS_MODULE: &str = include_str!("../../driver/progress.py");
+pub const PROGRESS_MODULE_FILE: &str = "incremental-progress.py";
+/// Every file of the driver, written next to each other before it starts:
+/// (file name, text).
+const DRIVER_MODULES: [(&str, &str); 12] = [
+    (DRIVER_FILE, INCREMENTAL_DRIVER),
+    (PARSE_CACHE_MODULE_FILE, PARSE_CACHE_MODULE),
+    (RESOLUTION_MEMO_MODULE_FILE, RESOLUTION_MEMO_MODULE),
+    (STORED_EDGES_MODULE_FILE, STORED_EDGES_MODULE),
+    (FALKORDB_INDEX_MODULE_FILE, FALKORDB_INDEX_MODULE),
+    (SELF_CHECK_MODULE_FILE, SELF_CHECK_MODULE),
+    (BACKEND_PIN_MODULE_FILE, BACKEND_PIN_MODULE),
+    (MCP_TOOLS_MODULE_FILE, MCP_TOOLS_MODULE),
+    (WORKER_PAUSES_MODULE_FILE, WORKER_PAUSES_MODULE),
+    (CGC_SEAM_MODULE_FILE, CGC_SEAM_MODULE),
+    (GRAPH_BASELINE_MODULE_FILE, GRAPH_BASELINE_MODULE),
+    (PROGRESS_MODULE_FILE, PROGRESS_MODULE),
+];
 /// The parse cache itself (CGC's per-file parse results between syncs),
 /// in the same private state directory; the driver writes it.
 pub const PARSE_CACHE_FILE: &str = "incremental-parse-cache.json";
@@ -190,6 +211,8 @@ pub enum SyncEvent {
     },
     /// It ended (or could not start) with this outcome.
     Finished(SyncOutcome),
+    /// What a long sync is doing now (`progress.rs`), for the state frames.
+    Progress(SyncProgress),
 }
 
 enum Phase {
@@ -276,6 +299,8 @@ struct Run {
     spawned_reported: BTreeSet<SyncCost>,
     allowance: SyncAllowance,
     timer: Option<SpawnHandle>,
+    /// What the run has shown of its progress (`progress.rs`).
+    progress: progress::RunProgress,
 }
 
 impl Run {
@@ -495,6 +520,7 @@ impl SyncRunner {
                         if let Some(event) = run.spawned_report(started.pid as u32) {
                             act.report(flight, event);
                         }
+                        act.progress_spawned(ctx);
                     } else {
                         let timeout = Duration::from_millis(act.settings.cgc.timeout_ms);
                         run.timer =
@@ -696,30 +722,9 @@ impl SyncRunner {
         };
         crate::paths::ensure_private_dir(self.driver_path.parent().unwrap_or(Path::new(".")))
             .map_err(|error| format!("state directory: {error}"))?;
-        let cache_module = self.driver_path.with_file_name(PARSE_CACHE_MODULE_FILE);
-        let memo_module = self.driver_path.with_file_name(RESOLUTION_MEMO_MODULE_FILE);
-        let edges_module = self.driver_path.with_file_name(STORED_EDGES_MODULE_FILE);
-        let index_module = self.driver_path.with_file_name(FALKORDB_INDEX_MODULE_FILE);
-        let check_module = self.driver_path.with_file_name(SELF_CHECK_MODULE_FILE);
-        let pin_module = self.driver_path.with_file_name(BACKEND_PIN_MODULE_FILE);
-        let mcp_module = self.driver_path.with_file_name(MCP_TOOLS_MODULE_FILE);
-        let pauses_module = self.driver_path.with_file_name(WORKER_PAUSES_MODULE_FILE);
-        let seam_module = self.driver_path.with_file_name(CGC_SEAM_MODULE_FILE);
-        let baseline_module = self.driver_path.with_file_name(GRAPH_BASELINE_MODULE_FILE);
-        for (path, text) in [
-            (&self.driver_path, INCREMENTAL_DRIVER),
-            (&cache_module, PARSE_CACHE_MODULE),
-            (&memo_module, RESOLUTION_MEMO_MODULE),
-            (&edges_module, STORED_EDGES_MODULE),
-            (&index_module, FALKORDB_INDEX_MODULE),
-            (&check_module, SELF_CHECK_MODULE),
-            (&pin_module, BACKEND_PIN_MODULE),
-            (&mcp_module, MCP_TOOLS_MODULE),
-            (&pauses_module, WORKER_PAUSES_MODULE),
-            (&seam_module, CGC_SEAM_MODULE),
-            (&baseline_module, GRAPH_BASELINE_MODULE),
-        ] {
-            crate::atomic_file::write_atomically(path, text.as_bytes()).map_err(|error| {
+        for (file, text) in DRIVER_MODULES {
+            let path = self.driver_path.with_file_name(file);
+            crate::atomic_file::write_atomically(&path, text.as_bytes()).map_err(|error| {
                 format!("cannot write the driver to {}: {error}", path.display())
             })?;
         }
@@ -1453,8 +1458,10 @@ impl SyncRunner {
             spawned_reported: BTreeSet::new(),
             allowance: msg.allowance,
             timer: None,
+            progress: progress::RunProgress::start(),
         };
         self.run = Some(run);
+        self.arm_progress_wake(ctx);
         let consented =
             self.settings.lifecycle.auto_create || self.known_indexed || self.indexed_by_marker();
         if consented {
@@ -1502,11 +1509,15 @@ impl Handler<ChildEvent> for SyncRunner {
                 if self.mcp_line(id, &text, ctx) || self.warm_up_line(id, &text, ctx) {
                     return;
                 }
-                let Some(run) = self.run.as_mut() else { return };
+                let Some(run) = self.run.as_ref() else { return };
                 let current = run.phase.child();
                 if current.is_some_and(|c| c != id) {
                     return;
                 }
+                if matches!(run.phase, Phase::Syncing { .. }) && self.progress_line(&text, ctx) {
+                    return;
+                }
+                let Some(run) = self.run.as_mut() else { return };
                 match &mut run.phase {
                     Phase::Listing { lines, .. } => {
                         if lines.len() < 10_000 {

@@ -203,7 +203,7 @@ impl Handler<SyncReport> for SyncSchedulerActor {
                 flight,
                 reason: note,
             },
-            SyncEvent::Strategy { .. } => return,
+            SyncEvent::Strategy { .. } | SyncEvent::Progress(_) => return,
         };
         self.deliver(vec![ToScheduler::Input(input)], ctx);
     }
