@@ -1,0 +1,254 @@
+//! The driver's worker between syncs: its spawn, the requests written to
+//! its stdin, its answers, and its replacement when it ended without
+//! answering.
+
+use super::*;
+
+/// The incremental driver as a long-lived child: CGC stays imported and
+/// the parse cache warm between syncs; it opens the database only while it
+/// applies a request, so it holds no lock between syncs. Started, stopped
+/// and reaped by the root supervisor like every child; a sync that is
+/// cancelled or out of time stops it (the next sync starts another). One
+/// that died while idle is known dead once its exit is reported (the
+/// supervisor reaps it, then gives its pipes up to 500 ms to drain); a sync
+/// that starts in that window asks the dead worker, fails when the exit
+/// arrives, and the next sync reconciles — slower, never a false `fresh`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Worker {
+    pub(super) id: u64,
+    pub(super) pid: u32,
+    /// Started for `cgc` settings that have changed since: let go once it
+    /// answered the request it is applying.
+    pub(super) stale: bool,
+}
+
+impl SyncRunner {
+    /// Makes `paths` the current run's driver request under a new serial
+    /// (waiting for its child); the run's flight and the serial.
+    pub(super) fn new_driver_request(
+        &mut self,
+        paths: Vec<String>,
+        baseline: bool,
+        retried: bool,
+    ) -> Option<(FlightId, u64)> {
+        self.next_serial += 1;
+        let serial = self.next_serial;
+        let run = self.run.as_mut()?;
+        run.phase = Phase::Syncing { child: None };
+        run.active = Some(Active::Driver {
+            paths,
+            baseline,
+            result: None,
+            serial,
+            retried,
+        });
+        Some((run.flight, serial))
+    }
+
+    /// Starts a worker from the driver's command; the current run's
+    /// request goes once the spawn reply names it.
+    pub(super) fn spawn_worker(
+        &mut self,
+        program: PathBuf,
+        argv: Vec<String>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(argv) = self.worker_spawn_argv(argv) else {
+            return;
+        };
+        self.spawn_program(program, argv, ChildKind::Worker, ctx);
+    }
+
+    /// The supervisor's order to start a worker from the driver command
+    /// (outside a sync run: for an MCP request or a warm-up).
+    pub(super) fn worker_spawn(
+        &self,
+        program: PathBuf,
+        argv: Vec<String>,
+        ctx: &Context<Self>,
+    ) -> Option<SpawnChild> {
+        let argv = self.worker_spawn_argv(argv)?;
+        Some(SpawnChild {
+            program,
+            args: argv,
+            env_set: vec![("ENABLE_AUTO_WATCH".to_string(), "false".to_string())],
+            kind: ChildKind::Worker,
+            session: None,
+            requester: ctx.address().recipient(),
+            piped_stdin: true,
+        })
+    }
+
+    /// The driver command's argument vector (its last word the script)
+    /// turned into the worker's: the same for a sync and an MCP request.
+    pub(super) fn worker_spawn_argv(&self, mut argv: Vec<String>) -> Option<Vec<String>> {
+        let script = argv.pop()?;
+        let cache = self.driver_path.with_file_name(PARSE_CACHE_FILE);
+        argv.extend(worker_argv(
+            &script,
+            &self.driver_options(),
+            &cache.display().to_string(),
+            WORKER_IDLE_EXIT,
+        ));
+        Some(argv)
+    }
+
+    /// The worker the current run asked exited (`code`) without answering:
+    /// whether a new worker took the request (`unanswered_worker_exit`).
+    /// When it did not, the run ends with that exit.
+    pub(super) fn replace_unanswering_worker(
+        &mut self,
+        id: u64,
+        code: Option<i32>,
+        during_shutdown: bool,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let Some(run) = self.run.as_ref() else {
+            return false;
+        };
+        let Some(Active::Driver {
+            paths,
+            baseline,
+            result: None,
+            retried,
+            ..
+        }) = &run.active
+        else {
+            return false;
+        };
+        let cancelled = run.facts.cancelled || during_shutdown || run.end_requested.is_some();
+        let verdict = unanswered_worker_exit(code, cancelled, run.facts.timed_out, *retried);
+        if verdict == UnansweredWorkerExit::End {
+            return false;
+        }
+        let (paths, baseline) = (paths.clone(), *baseline);
+        let Ok((program, argv)) = self.driver_command() else {
+            return false;
+        };
+        // The new worker gets the whole time budget: the old one read
+        // nothing, so no time went into this request.
+        if let Some(timer) = self.run.as_mut().and_then(|run| run.timer.take()) {
+            ctx.cancel_future(timer);
+        }
+        let Some((flight, serial)) = self.new_driver_request(paths, baseline, true) else {
+            return false;
+        };
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_replaced",
+            flight = flight.0,
+            id,
+            serial,
+            reason = "it ended before it read the request"
+        );
+        self.spawn_worker(program, argv, ctx);
+        true
+    }
+
+    /// `started` is the worker now (for a sync or an MCP request).
+    pub(super) fn worker_started(
+        &mut self,
+        started: &crate::supervisor::ChildStarted,
+        for_request: &str,
+    ) {
+        self.worker = Some(Worker {
+            id: started.id,
+            pid: started.pid as u32,
+            stale: false,
+        });
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_started",
+            id = started.id,
+            pid = started.pid,
+            for_request
+        );
+    }
+
+    /// Asks the worker to apply `paths`; its answer is a result line with
+    /// this `serial`. A request that cannot be written stops the worker,
+    /// and the run ends with its exit.
+    pub(super) fn send_request(
+        &mut self,
+        id: u64,
+        serial: u64,
+        paths: &[String],
+        baseline: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_request",
+            id,
+            serial,
+            files = paths.len(),
+            baseline
+        );
+        // The worker closes a database it held before it applies.
+        self.database_held_by = None;
+        self.write_to_worker(id, worker_request(serial, paths, baseline), ctx);
+    }
+
+    /// Writes one line to worker `id`; a line that cannot be written stops
+    /// it (a run applying with it ends with its exit).
+    pub(super) fn write_to_worker(&mut self, id: u64, line: String, ctx: &mut Context<Self>) {
+        let request = self.supervisor.send(SendInput { id, line });
+        ctx.spawn(request.into_actor(self).map(move |result, act, _| {
+            let error = match result {
+                Ok(Ok(())) => return,
+                Ok(Err(error)) => error,
+                Err(mailbox) => mailbox.to_string(),
+            };
+            tracing::warn!(component = COMPONENT, event = "driver_worker_input_failed", id, error = %error);
+            act.supervisor.do_send(StopChild {
+                id,
+                reason: "a line could not be written to it",
+            });
+        }));
+    }
+
+    /// The worker answered the current run's request with the exit code a
+    /// one-shot driver would have ended with: the run ends as if it had.
+    pub(super) fn worker_answered(&mut self, id: u64, code: i32, ctx: &mut Context<Self>) {
+        let Some(worker) = self.worker.filter(|w| w.id == id) else {
+            return;
+        };
+        if code != 0 && code != DRIVER_EXIT_UNSUPPORTED {
+            // It ends by itself after such an answer (its state is in doubt).
+            self.worker = None;
+            self.retired_workers.insert(id);
+        }
+        self.child_exited(worker.pid as i32, Some(code), None, String::new(), ctx);
+        if self.worker.is_some_and(|w| w.stale) {
+            self.drop_worker("the cgc settings changed");
+        }
+    }
+
+    /// Whether the current run is waiting on child `id` (a worker applying
+    /// its request).
+    pub(super) fn applying_with(&self, id: u64) -> bool {
+        self.run.as_ref().and_then(|run| run.phase.child()) == Some(id)
+    }
+
+    /// Lets the worker go (stopped through the supervisor). If a run is
+    /// applying a request with it, that run ends with its exit.
+    pub(super) fn drop_worker(&mut self, reason: &'static str) {
+        let Some(worker) = self.worker.take() else {
+            return;
+        };
+        if !self.applying_with(worker.id) {
+            self.retired_workers.insert(worker.id);
+        }
+        tracing::info!(
+            component = COMPONENT,
+            event = "driver_worker_dropped",
+            id = worker.id,
+            pid = worker.pid,
+            reason
+        );
+        self.supervisor.do_send(StopChild {
+            id: worker.id,
+            reason,
+        });
+    }
+}
