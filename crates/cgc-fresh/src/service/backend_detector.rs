@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
+
+use crate::service::messages::ConfigChanged;
 use cgc_fresh_core::config::Settings;
 use cgc_fresh_core::freshness::SessionKey;
 use cgc_fresh_core::watcher::backend::{decide, from_global_args, from_runtime_env, BackendAnswer};
@@ -45,11 +47,6 @@ pub struct BackendDetected {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ForgetBackend(pub SessionKey);
-
-/// New settings (reload).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct DetectorSettings(pub Settings);
 
 struct Probe {
     child: Option<u64>,
@@ -218,9 +215,10 @@ impl Handler<ChildEvent> for BackendDetector {
     }
 }
 
-impl Handler<DetectorSettings> for BackendDetector {
+impl Handler<ConfigChanged> for BackendDetector {
     type Result = ();
-    fn handle(&mut self, msg: DetectorSettings, _: &mut Self::Context) {
-        self.settings = msg.0;
+    /// A reloaded configuration.
+    fn handle(&mut self, msg: ConfigChanged, _: &mut Self::Context) {
+        self.settings = msg.0.settings.clone();
     }
 }

@@ -20,8 +20,8 @@ use actix::prelude::*;
 use cgc_fresh_core::config::Settings;
 use cgc_fresh_core::freshness::{
     DriftObserver, Effect, Envelope as CoreEnvelope, FlightId, FreshnessPolicy, FreshnessRecord,
-    Input, ProbeId, SyncOutcome, SyncScheduler, ToNotices, ToObserver, ToScheduler, TreeChanges,
-    WatcherDecline, MAX_LIVE_SESSIONS,
+    Input, ProbeId, SyncOutcome, ToNotices, ToObserver, ToScheduler, TreeChanges, WatcherDecline,
+    MAX_LIVE_SESSIONS,
 };
 use cgc_fresh_core::manifest_diff::changed_paths;
 use cgc_fresh_core::read_your_writes::{edits_pending, read_your_writes, ReadDecision};
@@ -31,7 +31,7 @@ use cgc_fresh_proto::{
     SyncProgress, Welcome, PROTOCOL_VERSION,
 };
 
-use super::backend_detector::{BackendDetector, DetectorSettings, ForgetBackend};
+use super::backend_detector::{BackendDetector, ForgetBackend};
 use super::mcp_route::{McpAsk, McpRequest};
 use super::messages::{
     ConfigChanged, ConnId, ConnectionClosed, ConnectionOpened, Drain, FromClient, NoticesMail,
@@ -41,14 +41,14 @@ use super::notices::{CarriersOf, NoticesActor, PushState, Subscribe, TakeHeld, U
 use super::owner_watch::{self, OwnerGone};
 use super::store::{FreshnessStore, Restored};
 use super::sync_runner::{
-    CancelRun, ForgetSession, PrepareSync, RunSync, SyncEvent, SyncReport, SyncRunner, UseSettings,
+    CancelRun, ForgetSession, PrepareSync, RunSync, SyncEvent, SyncReport, SyncRunner,
 };
 use super::sync_scheduler::{
-    CarryOut, ObserverLink, SchedulerPolicy, SchedulerQueued, SyncNoted, SyncSchedulerActor,
+    CarryOut, SchedulerPolicy, SchedulerQueued, SyncNoted, SyncSchedulerActor,
 };
 use super::watcher_supervisor::{
     RestartWatcher, SessionBegan, SessionGone, StopWatcher, WatcherEvent, WatcherReport,
-    WatcherSettings, WatcherSupervisor,
+    WatcherSupervisor,
 };
 use crate::config_load::LoadedConfig;
 use crate::manifest::{self, IndexRules, Manifest, MANIFEST_FILE, MAX_MANIFEST_FILES};
@@ -57,7 +57,6 @@ use crate::process::executable::locate;
 use crate::real_path;
 use crate::supervisor::{LiveChildren, RootSupervisor, StopSession};
 
-/// The actor's name in every log line.
 mod effects;
 mod lifecycle;
 mod mcp_reads;
@@ -69,6 +68,7 @@ mod snapshots;
 use mcp_reads::WaitingMcpCall;
 use protocol::reply;
 
+/// The actor's name in every log line.
 const COMPONENT: &str = "drift_observer";
 
 /// The most messages one batch to the scheduler or the notices holds; a
@@ -78,6 +78,15 @@ const COMPONENT: &str = "drift_observer";
 /// allocator's slow path cost more than handling the messages did
 /// (`docs/BENCHMARKS.md`, intake instruction counts).
 const MAIL_BATCH: usize = 8;
+
+/// The actors the observer sends to, started with it.
+pub struct ObserverPeers {
+    pub notices: Addr<NoticesActor>,
+    pub scheduler: Addr<SyncSchedulerActor>,
+    pub runner: Addr<SyncRunner>,
+    pub watcher: Addr<WatcherSupervisor>,
+    pub detector: Addr<BackendDetector>,
+}
 
 pub struct DriftObserverActor {
     workspace: PathBuf,
@@ -285,6 +294,26 @@ impl DriftObserverActor {
             comparing: false,
             home: crate::paths::home_dir(),
         }
+    }
+
+    /// The actors it talks to, started beside it
+    /// (`workspace_actors::start`).
+    pub fn wire(&mut self, peers: ObserverPeers) {
+        self.notices = Some(peers.notices);
+        self.scheduler = Some(peers.scheduler);
+        self.runner = Some(peers.runner);
+        self.watcher = Some(peers.watcher);
+        self.detector = Some(peers.detector);
+    }
+
+    /// The freshness policy in force.
+    pub fn policy(&self) -> &FreshnessPolicy {
+        self.machine.policy()
+    }
+
+    /// The record as restored or observed so far.
+    pub fn record(&self) -> &FreshnessRecord {
+        self.machine.record()
     }
 
     fn state_frame(&self) -> StateFrame {
@@ -506,54 +535,12 @@ impl DriftObserverActor {
 impl Actor for DriftObserverActor {
     type Context = Context<Self>;
 
-    fn started(&mut self, ctx: &mut Self::Context) {
-        let notices = NoticesActor::new(&self.machine.policy().workspace_root).start();
-        let record: &FreshnessRecord = self.machine.record();
-        let scheduler = SyncScheduler::new(
-            self.machine.policy().clone(),
-            record.sync_generation,
-            record.edit_epoch,
-            // Work pending in a restored record: the next lifetime pays.
-            !record.pending.is_empty(),
-            now(),
-        );
-        let me = ctx.address();
-        let link = ObserverLink {
-            mail: me.clone().recipient(),
-            carry_out: me.clone().recipient(),
-            queued: me.clone().recipient(),
-            noted: me.recipient(),
-        };
-        let scheduler = SyncSchedulerActor::new(scheduler, link, notices.clone()).start();
-        let runner = SyncRunner::new(
-            self.workspace.clone(),
-            self.config.settings.clone(),
-            self.supervisor.clone(),
-            scheduler.clone().recipient(),
-        )
-        .start();
-        self.notices = Some(notices);
-        self.scheduler = Some(scheduler);
-        self.runner = Some(runner);
-        let detector =
-            BackendDetector::new(self.config.settings.clone(), self.supervisor.clone()).start();
-        let watcher = WatcherSupervisor::new(
-            self.workspace.clone(),
-            self.config.settings.clone(),
-            self.supervisor.clone(),
-            detector.clone(),
-            ctx.address().recipient(),
-        )
-        .start();
-        self.detector = Some(detector);
-        self.watcher = Some(watcher);
+    fn started(&mut self, _: &mut Self::Context) {
         self.check_cgc_executable();
         // The restored record (now `unknown`) is what the disk should say.
         self.store.save(self.machine.record());
     }
 }
-
-impl DriftObserverActor {}
 
 impl Handler<Drain> for DriftObserverActor {
     type Result = ();

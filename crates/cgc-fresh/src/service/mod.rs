@@ -41,6 +41,7 @@ mod store;
 mod sync_runner;
 mod sync_scheduler;
 mod watcher_supervisor;
+mod workspace_actors;
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -64,7 +65,6 @@ use crate::supervisor::{
 use crate::systemd::activation::{bound_path, listen_fds_listener};
 use crate::systemd::notify::Notifier;
 use config_actor::ConfigActor;
-use drift_observer::DriftObserverActor;
 use messages::{Shutdown, ShutdownReason};
 
 /// Threads of the blocking pool (the manifest's walks and writes).
@@ -267,21 +267,14 @@ async fn run(start: Start) -> anyhow::Result<()> {
         notifier: notifier.clone(),
     }
     .start();
-    let current_config = config.clone();
-    let workspace = DriftObserverActor::new(
+    let actors = workspace_actors::start(
         &paths,
+        config_file,
         config,
         supervisor.clone(),
         lifecycle.clone().recipient(),
-    )
-    .start();
-    let config_actor = ConfigActor::new(
-        paths.workspace.clone(),
-        config_file,
-        vec![workspace.clone().recipient()],
-        current_config,
-    )
-    .start();
+    );
+    let (workspace, config_actor) = (actors.observer, actors.config);
     actix_rt::spawn(signals::signal_loop(
         signal_streams,
         lifecycle.clone().recipient(),

@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use actix::prelude::*;
+
+use crate::service::messages::ConfigChanged;
 use cgc_fresh_core::config::{Settings, SyncStrategy};
 use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncAllowance, SyncCost, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
@@ -108,11 +110,6 @@ pub struct CancelRun {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct PrepareSync;
-
-/// New settings (SIGHUP reload); applies to the next run.
-#[derive(Message, Debug)]
-#[rtype(result = "()")]
-pub struct UseSettings(pub Settings);
 
 /// A session lifetime's work stopped: forget its consent answer.
 #[derive(Message, Debug)]
@@ -515,10 +512,12 @@ impl Handler<PrepareSync> for SyncRunner {
     }
 }
 
-impl Handler<UseSettings> for SyncRunner {
+impl Handler<ConfigChanged> for SyncRunner {
     type Result = ();
-    fn handle(&mut self, msg: UseSettings, _: &mut Self::Context) {
-        if msg.0.cgc != self.settings.cgc {
+    /// A reloaded configuration (SIGHUP); applies to the next run.
+    fn handle(&mut self, msg: ConfigChanged, _: &mut Self::Context) {
+        let settings = msg.0.settings.clone();
+        if settings.cgc != self.settings.cgc {
             // Another `cgc` (or other root options): probe its API again,
             // and let the worker started for the old ones go.
             self.probe = None;
@@ -531,7 +530,7 @@ impl Handler<UseSettings> for SyncRunner {
                 _ => self.drop_worker("the cgc settings changed"),
             }
         }
-        self.settings = msg.0;
+        self.settings = settings;
     }
 }
 

@@ -53,6 +53,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+
+use crate::service::messages::ConfigChanged;
 use cgc_fresh_core::config::{Settings, WatchMode};
 use cgc_fresh_core::freshness::SessionKey;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
@@ -109,11 +111,6 @@ pub struct StopWatcher {
     pub session: SessionKey,
     pub pid: u32,
 }
-
-/// New settings (reload); the next attempt uses them.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct WatcherSettings(pub Settings);
 
 /// What happened, for the drift observer actor (and from there its sub-machine).
 #[derive(Message, Debug, Clone)]
@@ -750,10 +747,11 @@ impl Handler<StopWatcher> for WatcherSupervisor {
     }
 }
 
-impl Handler<WatcherSettings> for WatcherSupervisor {
+impl Handler<ConfigChanged> for WatcherSupervisor {
     type Result = ();
-    fn handle(&mut self, msg: WatcherSettings, _: &mut Self::Context) {
-        self.settings = msg.0;
+    /// A reloaded configuration; the next attempt uses it.
+    fn handle(&mut self, msg: ConfigChanged, _: &mut Self::Context) {
+        self.settings = msg.0.settings.clone();
     }
 }
 

@@ -116,18 +116,13 @@ impl Handler<ConfigChanged> for DriftObserverActor {
         self.config = msg.0;
         let policy = policy(&self.config.settings, &self.workspace);
         self.machine.set_policy(policy.clone());
+        // The scheduler's policy is the machine's: it follows the mail the
+        // machine wrote under the old one (the runner, the watcher and
+        // the backend detector take the configuration from the config
+        // actor themselves).
         self.flush_mail();
         if let Some(scheduler) = &self.scheduler {
             scheduler.do_send(SchedulerPolicy(policy));
-        }
-        if let Some(runner) = &self.runner {
-            runner.do_send(UseSettings(self.config.settings.clone()));
-        }
-        if let Some(watcher) = &self.watcher {
-            watcher.do_send(WatcherSettings(self.config.settings.clone()));
-        }
-        if let Some(detector) = &self.detector {
-            detector.do_send(DetectorSettings(self.config.settings.clone()));
         }
         self.check_cgc_executable();
         self.schedule_state_flush(ctx);
