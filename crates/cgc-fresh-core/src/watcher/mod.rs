@@ -7,6 +7,8 @@
 //! - [`gate`](mod@gate): the `off`/`on`/`auto` decision for one session.
 //! - [`liveness`](mod@liveness): how long a watcher must stay alive after
 //!   its ready line before it is verified (the stabilization probe).
+//! - [`run`](mod@run): one watcher process from spawn to exit — what each
+//!   observation means and what the supervisor reports.
 //!
 //! What happens after verification — the `fresh` claim,
 //! death, stop — is part of the freshness machine
@@ -17,6 +19,7 @@
 pub mod backend;
 pub mod gate;
 pub mod liveness;
+pub mod run;
 
 pub use backend::{
     classify, decide, from_runtime_env, parse_doctor_output, parse_dotenv, Backend, BackendAnswer,
@@ -24,3 +27,6 @@ pub use backend::{
     RUNTIME_ENV_VARS,
 };
 pub use gate::{gate, GateDecision};
+pub use run::{
+    held_by, spawn_failed, AfterExit, Spawned, StopPurpose, WatcherEvent, WatcherExit, WatcherRun,
+};

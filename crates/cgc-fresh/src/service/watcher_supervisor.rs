@@ -1,10 +1,12 @@
 //! `WatcherSupervisor`: the managed `cgc watch .` child — its gate at
 //! session start, its liveness verification, and its end.
 //!
-//! The decisions are pure (`cgc_fresh_core::watcher::gate`, and the
-//! freshness machine for what each event means for the record); this actor
-//! detects the backend, probes the lock, spawns through the supervisor,
-//! watches for the ready line and the liveness budget, and reports facts.
+//! The decisions are pure (`cgc_fresh_core::watcher::gate` whether to
+//! spawn, `cgc_fresh_core::watcher::run` what each observation of a running
+//! watcher means and what to report, and the freshness machine what each
+//! report means for the record); this actor detects the backend, probes
+//! the lock, spawns through the supervisor, keeps the timers, reads the
+//! child's lines, and carries out what the run decides.
 //!
 //! Rules it keeps:
 //! - one attempt per session (a declined or failed attempt is not retried
@@ -50,7 +52,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 
@@ -59,9 +61,13 @@ use cgc_fresh_core::config::{Settings, WatchMode};
 use cgc_fresh_core::freshness::SessionKey;
 use cgc_fresh_core::watcher::backend::BackendAnswer;
 use cgc_fresh_core::watcher::gate::{gate, GateDecision};
-use cgc_fresh_core::watcher::liveness::stabilization_probe;
+pub use cgc_fresh_core::watcher::run::WatcherEvent;
+use cgc_fresh_core::watcher::run::{
+    held_by, spawn_failed, AfterExit, StopPurpose, WatcherExit, WatcherRun,
+};
 
 use super::backend_detector::{BackendDetected, BackendDetector, DetectBackend};
+use super::clock::now;
 use crate::process::busy::find_lock_holder;
 use crate::process::cgc_markers::{
     is_watch_ready_line, output_has_backend_fallback, watch_applied_path,
@@ -121,83 +127,27 @@ pub struct WatcherReport {
     pub backend: Option<BackendAnswer>,
 }
 
-#[derive(Debug, Clone)]
-pub enum WatcherEvent {
-    Started {
-        pid: u32,
-    },
-    SpawnFailed {
-        error: String,
-    },
-    Verified {
-        pid: u32,
-    },
-    Failed {
-        pid: u32,
-        error: String,
-    },
-    Died {
-        pid: u32,
-        error: String,
-    },
-    Busy {
-        holder: String,
-    },
-    DeclinedBackend {
-        answer: String,
-    },
-    DeclinedUnindexed,
-    Stopped {
-        pid: u32,
-    },
-    /// The watcher `previous` was restarted as asked: `pid` is the new
-    /// process, not yet verified.
-    Restarted {
-        previous: u32,
-        pid: u32,
-    },
-    /// The watcher logged that it applied the file at `path` to the graph
-    /// (workspace-relative when under the workspace, else as printed).
-    Applied {
-        pid: u32,
-        path: String,
-    },
-}
-
+/// The running watcher: its run (`cgc_fresh_core::watcher::run`, what
+/// each observation means) and the timers armed for it.
 struct Running {
-    session: SessionKey,
-    child: Option<u64>,
-    pid: Option<u32>,
-    verified: bool,
-    saw_ready: bool,
-    session_ended: bool,
-    /// When it was spawned, and when it printed its ready line: the
-    /// stabilization probe after the line is counted from them.
-    spawned_at: Instant,
-    ready_at: Option<Instant>,
-    /// The liveness timer, then the ready-line deadline.
+    run: WatcherRun,
+    /// The liveness timer (it only logs), then the ready-line deadline.
     timer: Option<SpawnHandle>,
     deadline: Option<SpawnHandle>,
     /// The end of the stabilization probe (it verifies, if still alive).
     probe: Option<SpawnHandle>,
-    /// Why it is being stopped before verification (no ready line in time).
-    gave_up: Option<String>,
-    /// The process this one replaces (a restart), until it is reported.
-    restart_of: Option<u32>,
-    /// The supervisor's id of the child it replaces: a late line of that
-    /// process (CGC prints its ready line twice) says nothing about this one.
-    replaced_child: Option<u64>,
-    /// What its stop is for, when the drift observer asked for one.
-    stopping_for: Option<StopPurpose>,
 }
 
-/// Why the drift observer had a running watcher stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StopPurpose {
-    /// Spawn it again once it exited.
-    Restart,
-    /// Lazy mode took over: its exit is a `Stopped`.
-    Retire,
+impl Running {
+    fn cancel_timers(&mut self, ctx: &mut Context<WatcherSupervisor>, probe_too: bool) {
+        let probe = if probe_too { self.probe.take() } else { None };
+        for timer in [self.timer.take(), self.deadline.take(), probe]
+            .into_iter()
+            .flatten()
+        {
+            ctx.cancel_future(timer);
+        }
+    }
 }
 
 pub struct WatcherSupervisor {
@@ -309,11 +259,11 @@ impl WatcherSupervisor {
         ctx: &mut Context<Self>,
     ) {
         if let Some(running) = &self.running {
-            if running.session_ended {
+            if running.run.session_ended() {
                 // The ended lifetime's watcher is still being stopped (it
                 // may hold the embedded database until it exits): this one
                 // starts once it is gone.
-                tracing::info!(component = COMPONENT, event = "watcher_deferred", session = %session, until_gone = %running.session);
+                tracing::info!(component = COMPONENT, event = "watcher_deferred", session = %session, until_gone = %running.run.session());
                 self.deferred = Some(session);
             } else {
                 tracing::info!(component = COMPONENT, event = "watcher_already_running", session = %session);
@@ -326,34 +276,14 @@ impl WatcherSupervisor {
             &self.settings.cgc.global_args,
             COMPONENT,
         ) {
-            let event = match restart_of {
-                Some(previous) => WatcherEvent::Failed {
-                    pid: previous,
-                    error: format!(
-                        "it could not be restarted: the graph database is held by {holder}"
-                    ),
-                },
-                None => WatcherEvent::Busy { holder },
-            };
-            self.report(&session, event);
+            self.report(&session, held_by(restart_of, holder));
             return;
         }
         self.running = Some(Running {
-            session: session.clone(),
-            child: None,
-            pid: None,
-            verified: false,
-            saw_ready: false,
-            session_ended: false,
-            spawned_at: Instant::now(),
-            ready_at: None,
+            run: WatcherRun::spawning(session.clone(), restart_of, now()),
             timer: None,
             deadline: None,
             probe: None,
-            gave_up: None,
-            restart_of,
-            replaced_child: None,
-            stopping_for: None,
         });
         let mut args = self.settings.cgc.global_args.clone();
         // --sync-on-start: the fresh claim at verification is only true if
@@ -371,37 +301,29 @@ impl WatcherSupervisor {
         let liveness = Duration::from_millis(self.settings.freshness.watcher_liveness_ms);
         let budget = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);
         ctx.spawn(spawn.into_actor(self).map(move |result, act, ctx| {
-            let Some(running) = act.running.as_mut().filter(|r| r.session == session) else {
+            let Some(running) = act.running.as_mut().filter(|r| *r.run.session() == session) else {
                 return;
             };
             match result {
                 Ok(Ok(started)) => {
-                    running.child = Some(started.id);
-                    let first_report = running.pid.is_none();
-                    running.pid = Some(started.pid as u32);
-                    let saw_ready = running.saw_ready;
+                    let spawned = running.run.spawned(started.id, started.pid as u32);
                     running.timer = Some(ctx.run_later(liveness, |act, _| {
                         // Alive, but alive is not verified: its start-up
                         // reconcile may still be rewriting the graph.
                         if let Some(running) = act.running.as_mut() {
                             running.timer = None;
-                            if !running.verified {
-                                tracing::info!(component = COMPONENT, event = "watcher_still_reconciling", session = %running.session, "alive past freshness.watcherLivenessMs without its ready line; not verified");
+                            if !running.run.is_verified() {
+                                tracing::info!(component = COMPONENT, event = "watcher_still_reconciling", session = %running.run.session(), "alive past freshness.watcherLivenessMs without its ready line; not verified");
                             }
                         }
                     }));
                     running.deadline = Some(ctx.run_later(budget, move |act, ctx| {
                         act.give_up(budget, ctx)
                     }));
-                    if first_report {
-                        let pid = started.pid as u32;
-                        let event = match running.restart_of.take() {
-                            Some(previous) => WatcherEvent::Restarted { previous, pid },
-                            None => WatcherEvent::Started { pid },
-                        };
+                    if let Some(event) = spawned.report {
                         act.report(&session, event);
                     }
-                    if saw_ready {
+                    if spawned.probe_now {
                         act.start_probe(ctx);
                     }
                 }
@@ -455,16 +377,10 @@ impl WatcherSupervisor {
             return;
         };
         running.deadline = None;
-        if running.verified || running.session_ended {
+        let Some((child, why)) = running.run.give_up(budget.as_millis() as u64) else {
             return;
-        }
-        let Some(child) = running.child else { return };
-        let why = format!(
-            "no ready line within cgc.maintenanceTimeoutMs ({} ms): its start-up reconcile did not finish",
-            budget.as_millis()
-        );
-        tracing::warn!(component = COMPONENT, event = "watcher_gave_up", session = %running.session, child, reason = %why);
-        running.gave_up = Some(why);
+        };
+        tracing::warn!(component = COMPONENT, event = "watcher_gave_up", session = %running.run.session(), child, reason = %why);
         self.supervisor.do_send(StopChild {
             id: child,
             reason: "watcher ready-line deadline",
@@ -480,14 +396,10 @@ impl WatcherSupervisor {
         let Some(running) = self.running.as_mut() else {
             return;
         };
-        if running.gave_up.is_some() || running.session_ended {
+        let Some((child, why)) = running.run.fell_back(child) else {
             return;
-        }
-        let why = "cgc watch went on with another database backend than the graph's (the \
-                   configured one did not start in time): what it applies is not the graph"
-            .to_string();
-        tracing::warn!(component = COMPONENT, event = "watcher_gave_up", session = %running.session, child, reason = %why);
-        running.gave_up = Some(why);
+        };
+        tracing::warn!(component = COMPONENT, event = "watcher_gave_up", session = %running.run.session(), child, reason = %why);
         self.supervisor.do_send(StopChild {
             id: child,
             reason: "watcher on another backend",
@@ -498,56 +410,44 @@ impl WatcherSupervisor {
     /// child's id is known: if it is still this child, alive, when the
     /// probe ends, it is verified (`cgc_fresh_core::watcher::liveness`).
     fn start_probe(&mut self, ctx: &mut Context<Self>) {
+        let liveness = Duration::from_millis(self.settings.freshness.watcher_liveness_ms);
         let Some(running) = self.running.as_mut() else {
             return;
         };
-        let (Some(child), Some(ready_at)) = (running.child, running.ready_at) else {
+        let Some((child, wait)) = running.run.start_probe(now(), liveness) else {
             return;
         };
-        if running.verified || running.probe.is_some() {
-            return;
-        }
-        let liveness = Duration::from_millis(self.settings.freshness.watcher_liveness_ms);
-        let probe = stabilization_probe(ready_at.duration_since(running.spawned_at), liveness);
-        let wait = probe.saturating_sub(ready_at.elapsed());
-        tracing::info!(component = COMPONENT, event = "watcher_probe", session = %running.session, child, probe_ms = probe.as_millis() as u64);
+        tracing::info!(component = COMPONENT, event = "watcher_probe", session = %running.run.session(), child, wait_ms = wait.as_millis() as u64);
         running.probe = Some(ctx.run_later(wait, move |act, ctx| {
-            let Some(running) = act.running.as_mut().filter(|r| r.child == Some(child)) else {
+            let Some(running) = act
+                .running
+                .as_mut()
+                .filter(|r| r.run.child() == Some(child))
+            else {
                 return;
             };
             running.probe = None;
             act.verify(
+                child,
                 "printed the ready line and stayed alive through the stabilization probe",
                 ctx,
             );
         }));
     }
 
-    fn verify(&mut self, why: &'static str, ctx: &mut Context<Self>) {
+    fn verify(&mut self, child: u64, why: &'static str, ctx: &mut Context<Self>) {
         let Some(running) = self.running.as_mut() else {
             return;
         };
-        if running.verified
-            || running.session_ended
-            || running.gave_up.is_some()
-            || running.child.is_none()
-            || !running.saw_ready
-        {
+        let Some(event) = running.run.probe_ended(child) else {
             return;
-        }
-        let Some(pid) = running.pid else { return };
-        running.verified = true;
+        };
         // Verified: the timers have nothing left to decide, and an idle
         // service must not wake up for them.
-        for timer in [running.timer.take(), running.deadline.take()]
-            .into_iter()
-            .flatten()
-        {
-            ctx.cancel_future(timer);
-        }
-        let session = running.session.clone();
-        tracing::info!(component = COMPONENT, event = "watcher_verified", session = %session, pid, why);
-        self.report(&session, WatcherEvent::Verified { pid });
+        running.cancel_timers(ctx, false);
+        let session = running.run.session().clone();
+        tracing::info!(component = COMPONENT, event = "watcher_verified", session = %session, pid = running.run.pid(), why);
+        self.report(&session, event);
     }
 }
 
@@ -583,8 +483,12 @@ impl Handler<SessionGone> for WatcherSupervisor {
         if self.deferred.as_ref() == Some(&msg.session) {
             self.deferred = None;
         }
-        if let Some(running) = self.running.as_mut().filter(|r| r.session == msg.session) {
-            running.session_ended = true;
+        if let Some(running) = self
+            .running
+            .as_mut()
+            .filter(|r| *r.run.session() == msg.session)
+        {
+            running.run.session_gone();
         }
     }
 }
@@ -594,34 +498,36 @@ impl Handler<ChildEvent> for WatcherSupervisor {
     fn handle(&mut self, msg: ChildEvent, ctx: &mut Self::Context) {
         match msg {
             ChildEvent::Line { id, text } => {
-                let from_another = self.running.as_ref().is_none_or(|running| {
-                    running.replaced_child == Some(id) || running.child.is_some_and(|c| c != id)
-                });
-                if from_another {
+                let ours = self
+                    .running
+                    .as_ref()
+                    .is_some_and(|running| running.run.owns_line(id));
+                if !ours {
                     return;
                 }
                 if output_has_backend_fallback(&text) {
                     self.fell_back(id);
                 } else if is_watch_ready_line(&text) {
                     // CGC prints it twice: the first one counts.
-                    if let Some(running) = self.running.as_mut().filter(|r| !r.saw_ready) {
-                        running.saw_ready = true;
-                        running.ready_at = Some(Instant::now());
+                    let first = self
+                        .running
+                        .as_mut()
+                        .is_some_and(|running| running.run.ready(now()));
+                    if first {
                         self.start_probe(ctx);
                     }
                 } else if let Some(path) = watch_applied_path(&text) {
-                    let Some(running) = self.running.as_ref() else {
-                        return;
-                    };
-                    let (Some(pid), false) = (running.pid, running.session_ended) else {
-                        return;
-                    };
                     let path = match std::path::Path::new(path).strip_prefix(&self.workspace) {
                         Ok(relative) => relative.display().to_string(),
                         Err(_) => path.to_string(),
                     };
-                    let session = running.session.clone();
-                    self.report(&session, WatcherEvent::Applied { pid, path });
+                    let Some(running) = self.running.as_ref() else {
+                        return;
+                    };
+                    if let Some(event) = running.run.applied(path) {
+                        let session = running.run.session().clone();
+                        self.report(&session, event);
+                    }
                 }
             }
             ChildEvent::Exited {
@@ -634,66 +540,41 @@ impl Handler<ChildEvent> for WatcherSupervisor {
                 if self
                     .running
                     .as_ref()
-                    .is_some_and(|running| running.replaced_child == Some(id))
+                    .is_some_and(|running| !running.run.owns_exit(id))
                 {
                     return;
                 }
                 let Some(mut running) = self.running.take() else {
                     return;
                 };
-                let pid = pid as u32;
-                if running.pid.is_none() {
+                running.cancel_timers(ctx, true);
+                let session = running.run.session().clone();
+                let exit = WatcherExit {
+                    pid: pid as u32,
+                    status: describe(status),
+                    output_tail,
+                    during_shutdown,
+                };
+                let (first, then) = running.run.exited(exit);
+                if let Some(event) = first {
                     // It ended before its spawn reply was processed.
-                    let event = match running.restart_of.take() {
-                        Some(previous) => WatcherEvent::Restarted { previous, pid },
-                        None => WatcherEvent::Started { pid },
-                    };
-                    self.report(&running.session, event);
+                    self.report(&session, event);
                 }
-                for timer in [
-                    running.timer.take(),
-                    running.deadline.take(),
-                    running.probe.take(),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    ctx.cancel_future(timer);
-                }
-                let error = match &running.gave_up {
-                    Some(why) => format!("{why}; cgc watch {} when stopped", describe(status)),
-                    None => format!(
-                        "cgc watch {}; output ends: {}",
-                        describe(status),
-                        output_tail.trim()
-                    ),
-                };
-                // Stopped by its session's end or by an orderly shutdown:
-                // not an error to record.
-                if running.stopping_for == Some(StopPurpose::Restart)
-                    && !running.session_ended
-                    && !during_shutdown
-                {
-                    tracing::info!(component = COMPONENT, event = "watcher_restarting", session = %running.session, previous = pid, exit = %describe(status));
-                    self.spawn_watcher(running.session, Some(pid), ctx);
-                    if let Some(next) = self.running.as_mut() {
-                        next.replaced_child = running.child;
+                let event = match then {
+                    AfterExit::Restart {
+                        previous,
+                        replaced_child,
+                    } => {
+                        tracing::info!(component = COMPONENT, event = "watcher_restarting", session = %session, previous, exit = %describe(status));
+                        self.spawn_watcher(session, Some(previous), ctx);
+                        if let Some(next) = self.running.as_mut() {
+                            next.run.replacing(replaced_child);
+                        }
+                        return;
                     }
-                    return;
-                }
-                let event = if running.stopping_for == Some(StopPurpose::Retire)
-                    || running.session_ended
-                    || during_shutdown
-                {
-                    WatcherEvent::Stopped { pid }
-                } else if running.verified {
-                    WatcherEvent::Died { pid, error }
-                } else {
-                    // Given up (no ready line in time, another backend)
-                    // or ended before it was verified.
-                    WatcherEvent::Failed { pid, error }
+                    AfterExit::Report(event) => event,
                 };
-                self.report(&running.session, event);
+                self.report(&session, event);
                 if let Some(next) = self.deferred.take() {
                     if self.attempted.contains(&next) {
                         self.spawn(next, ctx);
@@ -711,17 +592,10 @@ impl WatcherSupervisor {
         let Some(running) = self.running.as_mut() else {
             return;
         };
-        if running.session != *session
-            || running.pid != Some(pid)
-            || !running.verified
-            || running.session_ended
-            || running.stopping_for.is_some()
-        {
+        let Some(child) = running.run.stop_for(session, pid, purpose) else {
             tracing::info!(component = COMPONENT, event = "watcher_stop_stale", session = %session, pid, purpose = ?purpose);
             return;
-        }
-        let Some(child) = running.child else { return };
-        running.stopping_for = Some(purpose);
+        };
         tracing::info!(component = COMPONENT, event = "decision", decision = "watcher_stop", session = %session, pid, purpose = ?purpose);
         self.supervisor.do_send(StopChild {
             id: child,
@@ -752,18 +626,6 @@ impl Handler<ConfigChanged> for WatcherSupervisor {
     /// A reloaded configuration; the next attempt uses it.
     fn handle(&mut self, msg: ConfigChanged, _: &mut Self::Context) {
         self.settings = msg.0.settings.clone();
-    }
-}
-
-/// What a spawn that failed is reported as: the attempt's failure, or the
-/// failure of the watcher a restart was to replace.
-fn spawn_failed(restart_of: Option<u32>, error: String) -> WatcherEvent {
-    match restart_of {
-        Some(previous) => WatcherEvent::Failed {
-            pid: previous,
-            error: format!("it could not be restarted: {error}"),
-        },
-        None => WatcherEvent::SpawnFailed { error },
     }
 }
 
