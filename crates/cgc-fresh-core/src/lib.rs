@@ -11,6 +11,7 @@ pub mod config;
 pub mod freshness;
 pub mod manifest_diff;
 pub mod read_your_writes;
+pub mod sync_exit;
 pub mod sync_plan;
 pub mod sync_progress;
 pub mod warm_worker;

@@ -28,10 +28,9 @@ use cgc_fresh_core::config::{Settings, SyncStrategy};
 use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncAllowance, SyncCost, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
     classify_baseline_exit, classify_driver_exit, classify_sync_exit, driver_argv,
-    interpreter_from_shebang, is_index_skip_line, list_argv, listing_mentions_workspace,
-    parse_driver_result, plan_sync, probe_answer, reconcile_argv, sync_argv,
-    unanswered_worker_exit, worker_argv, worker_prepare, worker_request, DriverOptions,
-    DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
+    interpreter_from_shebang, is_index_skip_line, list_argv, parse_driver_result, plan_sync,
+    reconcile_argv, sync_argv, unanswered_worker_exit, worker_argv, worker_prepare, worker_request,
+    DriverOptions, DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
     DRIVER_EXIT_UNSUPPORTED,
 };
 use cgc_fresh_proto::SyncProgress;

@@ -1,16 +1,15 @@
-//! What a sync's child ending means: the classification of its exit (the
-//! rules are `cgc_fresh_core::sync_plan`'s), the fallback to the reconcile,
-//! and the report to the machine.
+//! A sync's child ended: its meaning is the core's
+//! (`cgc_fresh_core::sync_exit` for the listing, the probe and the next
+//! reconcile; `cgc_fresh_core::sync_plan` for the sync's outcome); here
+//! it is carried out — the next step of the run, the fallback to the
+//! reconcile, the report to the machine.
+
+use cgc_fresh_core::sync_exit::{
+    after_command, after_driver, listing_verdict, probe_verdict, ChildEnd, ListingVerdict,
+    NextReconcile,
+};
 
 use super::*;
-
-/// ` (last output: …)` for a message, or nothing.
-pub(super) fn last_line(tail: &str) -> String {
-    match tail.lines().rev().find(|line| !line.trim().is_empty()) {
-        Some(line) => format!(" (last output: {})", line.trim()),
-        None => String::new(),
-    }
-}
 
 impl SyncRunner {
     pub(super) fn child_exited(
@@ -29,65 +28,57 @@ impl SyncRunner {
         }
         match run.phase {
             Phase::Listing { lines, .. } => {
-                if run.facts.cancelled {
-                    self.report(run.flight, SyncEvent::Finished(SyncOutcome::Cancelled));
-                    return;
-                }
                 let workspace = self.workspace.display().to_string();
-                let conclusive = code == Some(0) && !run.facts.timed_out;
-                let indexed = conclusive
-                    && listing_mentions_workspace(lines.iter().map(String::as_str), &workspace);
+                let end = ChildEnd {
+                    code,
+                    signal,
+                    timed_out: run.facts.timed_out,
+                    cancelled: run.facts.cancelled,
+                };
+                let verdict =
+                    listing_verdict(&workspace, &lines, end, self.settings.cgc.timeout_ms, &tail);
                 tracing::info!(
                     component = COMPONENT,
                     event = "consent_listing",
-                    indexed,
-                    conclusive,
+                    by = "sync",
+                    indexed = verdict == ListingVerdict::Indexed,
+                    conclusive = matches!(
+                        verdict,
+                        ListingVerdict::Indexed | ListingVerdict::NotIndexed
+                    ),
                     code,
                     signal,
                     timed_out = run.facts.timed_out
                 );
-                if !conclusive {
-                    // Not knowing is not "not indexed": nothing is created
-                    // (consent), nothing is remembered, and the failure is
-                    // said as what it is. The machine's retry rule applies.
-                    let how = if run.facts.timed_out {
-                        format!("timed out after {} ms", self.settings.cgc.timeout_ms)
-                    } else {
-                        match (code, signal) {
-                            (Some(code), _) => format!("exited with code {code}"),
-                            (None, Some(signal)) => format!("was killed by signal {signal}"),
-                            (None, None) => "ended without a status".to_string(),
-                        }
-                    };
-                    let mut error =
-                        format!("could not tell whether {workspace} is indexed: `cgc list` {how}");
-                    let tail = tail.trim();
-                    if !tail.is_empty() {
-                        error.push_str("; output ends: ");
-                        error.push_str(tail);
+                match verdict {
+                    ListingVerdict::Cancelled => {
+                        self.report(run.flight, SyncEvent::Finished(SyncOutcome::Cancelled));
                     }
-                    self.report(
+                    // Not knowing is not "not indexed": nothing is created
+                    // (consent), nothing is remembered. The machine's
+                    // retry rule applies.
+                    ListingVerdict::Inconclusive { error } => self.report(
                         run.flight,
                         SyncEvent::Finished(SyncOutcome::Failed { error }),
-                    );
-                    return;
-                }
-                if indexed {
-                    self.known_indexed = true;
-                    run.phase = Phase::Syncing { child: None };
-                    run.facts = SyncRunFacts::default();
-                    run.end_requested = None;
-                    run.spawned_reported.clear();
-                    self.run = Some(run);
-                    self.start_sync(ctx);
-                } else {
-                    self.known_unindexed.insert(run.session.clone());
-                    self.report(
-                        run.flight,
-                        SyncEvent::Declined {
-                            reason: declined_reason(&self.workspace),
-                        },
-                    );
+                    ),
+                    ListingVerdict::Indexed => {
+                        self.known_indexed = true;
+                        run.phase = Phase::Syncing { child: None };
+                        run.facts = SyncRunFacts::default();
+                        run.end_requested = None;
+                        run.spawned_reported.clear();
+                        self.run = Some(run);
+                        self.start_sync(ctx);
+                    }
+                    ListingVerdict::NotIndexed => {
+                        self.known_unindexed.insert(run.session.clone());
+                        self.report(
+                            run.flight,
+                            SyncEvent::Declined {
+                                reason: declined_reason(&self.workspace),
+                            },
+                        );
+                    }
                 }
             }
             Phase::Probing { ref result, .. } => {
@@ -95,22 +86,14 @@ impl SyncRunner {
                     self.report(run.flight, SyncEvent::Finished(SyncOutcome::Cancelled));
                     return;
                 }
-                let answer = match probe_answer(result.as_deref(), code) {
-                    Some(answer) => answer,
-                    None if run.facts.timed_out => Err(format!(
-                        "its API probe gave no answer within {} ms",
-                        self.settings.cgc.timeout_ms
-                    )),
-                    None => Err(format!(
-                        "its API probe ended with {}{}",
-                        match (code, signal) {
-                            (Some(code), _) => format!("exit code {code}"),
-                            (None, Some(signal)) => format!("signal {signal}"),
-                            (None, None) => "no status".to_string(),
-                        },
-                        last_line(&tail)
-                    )),
+                let end = ChildEnd {
+                    code,
+                    signal,
+                    timed_out: run.facts.timed_out,
+                    cancelled: false,
                 };
+                let answer =
+                    probe_verdict(result.as_deref(), end, self.settings.cgc.timeout_ms, &tail);
                 tracing::info!(
                     component = COMPONENT,
                     event = "driver_probe_result",
@@ -165,10 +148,8 @@ impl SyncRunner {
                                 self.start_command(SyncStrategy::Reconcile, Some(reason), ctx);
                             }
                             DriverVerdict::Outcome(outcome) => {
-                                match &outcome {
-                                    SyncOutcome::Succeeded => {
-                                        self.must_reconcile = None;
-                                        tracing::info!(
+                                if outcome == SyncOutcome::Succeeded {
+                                    tracing::info!(
                                             component = COMPONENT,
                                             event = "incremental_applied",
                                             flight = run.flight.0,
@@ -176,33 +157,16 @@ impl SyncRunner {
                                             baseline,
                                             relinked = result.as_ref().and_then(|r| r.relinked),
                                             timings = ?result.as_ref().map(|r| &r.timings)
-                                        );
-                                    }
-                                    SyncOutcome::Busy { .. } | SyncOutcome::NotApplied { .. } => {}
-                                    SyncOutcome::Failed { error }
-                                    | SyncOutcome::TimedOut { error } => {
-                                        self.must_reconcile = Some(format!(
-                                            "the last incremental sync did not finish ({error})"
-                                        ));
-                                    }
-                                    SyncOutcome::Cancelled => {
-                                        self.must_reconcile = Some(
-                                            "the last incremental sync was stopped before it finished"
-                                                .into(),
-                                        );
-                                    }
+                                    );
                                 }
+                                self.next_reconcile(after_driver(&outcome));
                                 self.report(run.flight, SyncEvent::Finished(outcome));
                             }
                         }
                     }
                     Some(Active::Command { strategy }) => {
                         let outcome = classify_sync_exit(&strategy, &run.facts);
-                        if outcome == SyncOutcome::Succeeded
-                            && matches!(strategy, SyncStrategy::Reconcile | SyncStrategy::Update)
-                        {
-                            self.must_reconcile = None;
-                        }
+                        self.next_reconcile(after_command(&strategy, &outcome));
                         self.report(run.flight, SyncEvent::Finished(outcome));
                     }
                     None => {
@@ -212,6 +176,15 @@ impl SyncRunner {
                     }
                 }
             }
+        }
+    }
+
+    /// Carries out what an outcome does to "the next sync must reconcile".
+    fn next_reconcile(&mut self, next: NextReconcile) {
+        match next {
+            NextReconcile::Unchanged => {}
+            NextReconcile::Clear => self.must_reconcile = None,
+            NextReconcile::Require(why) => self.must_reconcile = Some(why),
         }
     }
 }

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use cgc_fresh_core::config::{SyncStrategy, WatchMode};
+use cgc_fresh_core::sync_exit::{listing_verdict, ChildEnd, ListingVerdict};
 use cgc_fresh_core::sync_plan::{
-    list_argv, listing_mentions_workspace, parse_driver_result, probe_answer, worker_prepare,
-    worker_probe,
+    list_argv, parse_driver_result, probe_answer, worker_prepare, worker_probe,
 };
 use cgc_fresh_core::warm_worker::{warm_worker_plan, WarmFacts, WarmWorker};
 
@@ -282,9 +282,15 @@ impl SyncRunner {
             return false;
         }
         let workspace = self.workspace.display().to_string();
-        let conclusive = code == Some(0);
-        let indexed =
-            conclusive && listing_mentions_workspace(lines.iter().map(String::as_str), &workspace);
+        let end = ChildEnd {
+            code,
+            ..ChildEnd::default()
+        };
+        // The warm-up's listing has no budget of its own and no output
+        // tail to tell: the verdict is read the sync's way.
+        let verdict = listing_verdict(&workspace, lines, end, 0, "");
+        let conclusive = !matches!(verdict, ListingVerdict::Inconclusive { .. });
+        let indexed = verdict == ListingVerdict::Indexed;
         tracing::info!(
             component = COMPONENT,
             event = "consent_listing",
