@@ -125,7 +125,8 @@ def _identity(st):
 # The installed CodeGraphContext and tree-sitter versions, read once per
 # process: the code that parses is the code this process imported, which a
 # later upgrade on disk does not change, and scanning every installed
-# distribution costs about 50 ms a request.
+# distribution on every request costs time (docs/BENCHMARKS.md, "Figures
+# behind design choices").
 _VERSIONS = []
 
 

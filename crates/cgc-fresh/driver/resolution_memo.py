@@ -523,8 +523,8 @@ class _Run:
         view filters `imports_map` entry by entry (by the paths' suffixes),
         so after the first request only the entries whose paths changed are
         filtered again — by CGC's own closure, given just those entries —
-        and the others are taken from the previous request's view; about
-        0.2 s at 2 000 files, most of it `Path(p).suffix`."""
+        and the others are taken from the previous request's view (its cost:
+        docs/BENCHMARKS.md, "Figures behind design choices")."""
         views = {}
         previous = self.previous
         changed = None

@@ -2,8 +2,8 @@
 in an embedded Kùzu database — every source file's stored link edges (as
 the driver's signatures) and the stored File paths — kept for its next
 request, so that the request does not read them all again while it holds
-the database's lock (at 2 000 modules the read is about 0.25 s of a lock
-held about 1.2 s).
+the database's lock (what the read costs: docs/BENCHMARKS.md, "Figures
+behind design choices").
 
 Loaded by the incremental driver from the file next to it (the service
 writes it there as `incremental-stored-edges.py`).
@@ -44,8 +44,8 @@ does that; the verify mode below would catch it in the tests.
 
 **The schema.** The same check tells a request that the database's
 schema (node and relationship tables, constraints, indexes, CGC's column
-migrations — all idempotent `CREATE … IF NOT EXISTS` statements, about
-0.05 s of the lock at 2 000 modules) is as the last request left it, so
+migrations — all idempotent `CREATE … IF NOT EXISTS` statements) is as
+the last request left it, so
 the open skips them (`left_as_it_was`).
 
 **What it holds after a request.** The stored edges as they were read (or

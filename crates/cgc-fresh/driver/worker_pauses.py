@@ -8,9 +8,10 @@ input, how long the worker may wait for its next line and what it does
 when none came:
 
 - `settle`: the stored-edge memo's digest of what a sync's close left
-  (`StoredEdgeMemo.settle`), after `SETTLE_PAUSE_S` — well inside the 0.4 s
+  (`StoredEdgeMemo.settle`), after `SETTLE_PAUSE_S` — well inside the time
   a person's `cgc` takes to import before it opens the database (whose
-  close would make the digest impossible);
+  close would make the digest impossible; docs/BENCHMARKS.md, "Figures
+  behind design choices");
 - `collect`: the cyclic collector and `malloc_trim` (`release_memory`),
   after `COLLECT_PAUSE_S`;
 - in a burst of MCP calls without such a pause, a collection of the young

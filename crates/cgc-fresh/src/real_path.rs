@@ -18,8 +18,9 @@
 //! is an edit in the workspace whatever its components link to, and is
 //! passed as given without touching the file system: the resolution is
 //! for the paths the text alone would wrongly place outside. (Resolving
-//! every path cost a tool call several `stat`s per directory level, and
-//! the intake fell from ~700 000 to ~75 000 frames/s.)
+//! every path cost a tool call several `stat`s per directory level: the
+//! intake's figures are in docs/BENCHMARKS.md, "Figures behind
+//! design choices".)
 
 use std::path::{Component, Path, PathBuf};
 
