@@ -472,6 +472,41 @@ fn unindexed_workspace_is_declined_without_autocreate_and_synced_with_it() {
     conn.wait_status("fresh");
 }
 
+/// A consent listing that read another database than the graph's (CGC
+/// fell back to an empty KùzuDB when FalkorDB Lite did not start) lists
+/// nothing: that is not "not indexed", and the session's syncs are not
+/// declined for it.
+#[test]
+fn a_consent_listing_of_another_backend_is_not_an_unindexed_verdict() {
+    let sandbox = Sandbox::new();
+    let fake = FakeCgc::new(
+        &sandbox,
+        json!({"list": {"steps": [{"stdout": [
+            "Falling back to KùzuDB for a reliable experience...",
+            "Using database: kuzudb (source: auto-detect)",
+            "No repositories indexed yet."
+        ]}], "exit": 0}}),
+    );
+    let service = Service::start_with_fake(&sandbox, &fake, &fast_env(&[]));
+    let mut conn = open_session(&service, "s1");
+    agent_edit(&mut conn, "s1", "a.py");
+    let failed = conn.wait_seen("sync_failed", |f| f["condition"] == "sync_failed");
+    let text = failed["text"].as_str().unwrap();
+    assert!(text.contains("could not tell whether"), "{text}");
+    assert!(text.contains("another database backend"), "{text}");
+    assert_eq!(
+        conn.count_seen(|f| f["condition"] == "sync_declined_unindexed"),
+        0,
+        "a listing of another backend is not 'not indexed'"
+    );
+    let listings = service.log_events("consent_listing");
+    assert!(
+        listings.iter().all(|l| l["conclusive"] == false),
+        "{listings:?}"
+    );
+    assert_eq!(conn.count_seen(|f| f["status"] == "fresh"), 0);
+}
+
 /// A consent listing that fails says so: it is not a verdict that the
 /// workspace is unindexed, nothing is created, and nothing is remembered
 /// (the next attempt asks again).

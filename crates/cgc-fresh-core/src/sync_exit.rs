@@ -7,6 +7,9 @@
 //! - a listing that did not end with 0 in time is *inconclusive*, never
 //!   "not indexed": nothing is created (consent), nothing is remembered,
 //!   and the failure is said as what it is;
+//! - so is a listing of another database than the graph's (CGC said it
+//!   fell back to another backend: an empty KùzuDB lists nothing), unless
+//!   it names the workspace anyway;
 //! - a probe that gave no answer is an unavailable driver, with how it
 //!   ended (the sync then reconciles);
 //! - a driver run that may have left the graph partial (failed, out of
@@ -20,6 +23,9 @@ use crate::sync_plan::{listing_mentions_workspace, probe_answer, DriverResult};
 /// How a child ended, as the supervisor reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ChildEnd {
+    /// Its output said CGC went on with another database backend than
+    /// the configured one.
+    pub fell_back: bool,
     /// Its exit code, when it exited.
     pub code: Option<i32>,
     /// The signal that killed it, when one did.
@@ -75,6 +81,13 @@ pub fn listing_verdict(
     }
     if listing_mentions_workspace(lines.iter().map(String::as_str), workspace) {
         ListingVerdict::Indexed
+    } else if end.fell_back {
+        ListingVerdict::Inconclusive {
+            error: format!(
+                "could not tell whether {workspace} is indexed: `cgc list` read another \
+                 database backend than the graph's (the configured one did not start)"
+            ),
+        }
     } else {
         ListingVerdict::NotIndexed
     }
@@ -214,6 +227,24 @@ mod tests {
         assert_eq!(
             listing_verdict(WS, &empty, cancelled, 1500, ""),
             ListingVerdict::Cancelled
+        );
+    }
+
+    #[test]
+    fn a_listing_of_another_backend_is_inconclusive_unless_it_names_the_workspace() {
+        let fell_back = ChildEnd {
+            fell_back: true,
+            ..exited(0)
+        };
+        let empty = listing(&["No repositories indexed yet."]);
+        assert!(matches!(
+            listing_verdict(WS, &empty, fell_back, 1000, ""),
+            ListingVerdict::Inconclusive { error } if error.contains("another database backend")
+        ));
+        let named = listing(&["│ proj │ /home/u/proj │ 12 │"]);
+        assert_eq!(
+            listing_verdict(WS, &named, fell_back, 1000, ""),
+            ListingVerdict::Indexed
         );
     }
 

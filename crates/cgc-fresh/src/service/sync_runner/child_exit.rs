@@ -34,6 +34,8 @@ impl SyncRunner {
                     signal,
                     timed_out: run.facts.timed_out,
                     cancelled: run.facts.cancelled,
+                    fell_back: output_has_backend_fallback(&lines.join("\n"))
+                        || output_has_backend_fallback(&tail),
                 };
                 let verdict =
                     listing_verdict(&workspace, &lines, end, self.settings.cgc.timeout_ms, &tail);
@@ -90,7 +92,7 @@ impl SyncRunner {
                     code,
                     signal,
                     timed_out: run.facts.timed_out,
-                    cancelled: false,
+                    ..ChildEnd::default()
                 };
                 let answer =
                     probe_verdict(result.as_deref(), end, self.settings.cgc.timeout_ms, &tail);

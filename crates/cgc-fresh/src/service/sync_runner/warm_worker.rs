@@ -26,6 +26,7 @@ use cgc_fresh_core::warm_worker::{warm_worker_plan, WarmFacts, WarmWorker};
 
 use super::mcp_calls::PumpMcp;
 use super::{SyncRunner, COMPONENT};
+use crate::process::cgc_markers::output_has_backend_fallback;
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{SpawnChild, StopChild};
 
@@ -284,6 +285,7 @@ impl SyncRunner {
         let workspace = self.workspace.display().to_string();
         let end = ChildEnd {
             code,
+            fell_back: output_has_backend_fallback(&lines.join("\n")),
             ..ChildEnd::default()
         };
         // The warm-up's listing has no budget of its own and no output
