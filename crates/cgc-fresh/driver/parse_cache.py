@@ -48,6 +48,7 @@ The file is still read and checked on every request; only its decoding is
 saved. A file ignored (any doubt above) drops the worker's entries too.
 """
 
+import functools
 import hashlib
 import json
 import marshal
@@ -127,20 +128,16 @@ def _identity(st):
 # later upgrade on disk does not change, and scanning every installed
 # distribution on every request costs time (docs/BENCHMARKS.md, "Figures
 # behind design choices").
-_VERSIONS = []
-
-
+@functools.cache
 def _parser_versions():
-    if not _VERSIONS:
-        from importlib import metadata
+    from importlib import metadata
 
-        versions = {}
-        for dist in metadata.distributions():
-            name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
-            if name == "codegraphcontext" or name.startswith("tree-sitter"):
-                versions[name] = dist.version
-        _VERSIONS.append(versions)
-    return _VERSIONS[0]
+    versions = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
+        if name == "codegraphcontext" or name.startswith("tree-sitter"):
+            versions[name] = dist.version
+    return versions
 
 
 def cache_key(repo_posix):

@@ -19,6 +19,7 @@ import time
 import types
 import unittest
 from pathlib import Path
+from unittest import mock
 
 from driver_module import load
 
@@ -270,13 +271,9 @@ class ResidentTest(CacheCase):
 
 class CacheKeyTest(unittest.TestCase):
     def test_no_key_without_codegraphcontext(self):
-        saved = list(pc._VERSIONS)
-        pc._VERSIONS[:] = [{"tree-sitter": "0.25.0"}]
-        try:
+        with mock.patch.object(pc, "_parser_versions", return_value={"tree-sitter": "0.25.0"}):
             self.assertIsNone(pc.cache_key("/repo"))
             self.assertIsNone(pc.open_cache("/nowhere/cache", "/repo"))
-        finally:
-            pc._VERSIONS[:] = saved
 
 
 if __name__ == "__main__":
