@@ -979,11 +979,11 @@ fn stuck_worker_python(dir: &Path) -> String {
     fs::write(
         &stub,
         "#!/bin/sh\ncase \" $* \" in\n\
-         *\" --probe \"*) echo 'CGC_FRESH_RESULT {\"ok\": true, \"mode\": \"probe\", \"missing\": []}'; exit 0 ;;\n\
+         *\" --probe \"*) echo 'CGC_FRESH_RESULT {\"protocol\": 1, \"ok\": true, \"mode\": \"probe\", \"missing\": []}'; exit 0 ;;\n\
          *\" serve \"*) while read request; do case \"$request\" in\n\
          *'\"prepare\":true'*) ;;\n\
          *'\"probe\":true'*) serial=$(echo \"$request\" | sed 's/.*\"serial\":\\([0-9]*\\).*/\\1/');\n\
-         echo \"CGC_FRESH_RESULT {\\\"ok\\\": true, \\\"mode\\\": \\\"probe\\\", \\\"missing\\\": [], \\\"serial\\\": $serial, \\\"exit\\\": 0}\" ;;\n\
+         echo \"CGC_FRESH_RESULT {\\\"protocol\\\": 1, \\\"ok\\\": true, \\\"mode\\\": \\\"probe\\\", \\\"missing\\\": [], \\\"serial\\\": $serial, \\\"exit\\\": 0}\" ;;\n\
          *'\"baseline\":true'*) serial=$(echo \"$request\" | sed 's/.*\"serial\":\\([0-9]*\\).*/\\1/');\n\
          echo \"CGC_FRESH_RESULT {\\\"ok\\\": true, \\\"mode\\\": \\\"apply\\\", \\\"baseline\\\": true, \\\"paths\\\": {}, \\\"serial\\\": $serial, \\\"exit\\\": 0}\" ;;\n\
          *) echo \"worker got $request\" >&2; exec sleep 600 ;;\n\
@@ -1118,12 +1118,12 @@ pub(crate) fn stand_in_worker_python(dir: &Path, answered: usize) -> String {
         &stub,
         format!(
             "#!/usr/bin/env python3\nimport json, sys\nargs = sys.argv[1:]\n\
-             if '--probe' in args:\n    print('CGC_FRESH_RESULT ' + json.dumps({{'ok': True, 'mode': 'probe', 'missing': []}}))\n    sys.exit(0)\n\
+             if '--probe' in args:\n    print('CGC_FRESH_RESULT ' + json.dumps({{'protocol': 1, 'ok': True, 'mode': 'probe', 'missing': []}}))\n    sys.exit(0)\n\
              if args and args[-1] == 'serve':\n    count = 0\n    for line in sys.stdin:\n\
              \x20       request = json.loads(line)\n\
              \x20       if request.get('prepare'):\n            continue\n\
              \x20       if request.get('probe'):\n\
-             \x20           probed = {{'ok': True, 'mode': 'probe', 'missing': [], 'serial': request['serial'], 'exit': 0}}\n\
+             \x20           probed = {{'protocol': 1, 'ok': True, 'mode': 'probe', 'missing': [], 'serial': request['serial'], 'exit': 0}}\n\
              \x20           print('CGC_FRESH_RESULT ' + json.dumps(probed), flush=True)\n            continue\n\
              \x20       if request.get('baseline'):\n\
              \x20           found = {{'ok': True, 'mode': 'apply', 'serial': request['serial'], 'exit': 0, 'baseline': True, 'paths': {{}}}}\n\

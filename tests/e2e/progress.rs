@@ -129,7 +129,7 @@ def say(prefix, obj):
     print(prefix + json.dumps(obj), flush=True)
 
 if '--probe' in args:
-    say('CGC_FRESH_RESULT ', {'ok': True, 'mode': 'probe', 'missing': []})
+    say('CGC_FRESH_RESULT ', {'protocol': 1, 'ok': True, 'mode': 'probe', 'missing': []})
     sys.exit(0)
 if not args or args[-1] != 'serve':
     sys.exit(2)
@@ -139,7 +139,7 @@ for line in sys.stdin:
         continue
     serial = request['serial']
     if request.get('probe'):
-        say('CGC_FRESH_RESULT ', {'ok': True, 'mode': 'probe', 'missing': [], 'serial': serial, 'exit': 0})
+        say('CGC_FRESH_RESULT ', {'protocol': 1, 'ok': True, 'mode': 'probe', 'missing': [], 'serial': serial, 'exit': 0})
         continue
     for done in range(0, 2033, 50):
         say('CGC_FRESH_PROGRESS ', {'serial': serial, 'phase': 'parsing', 'done': done, 'total': 2032})

@@ -263,6 +263,7 @@ mod tests {
             Err("its API probe gave no answer within 1000 ms".into())
         );
         let answered = DriverResult {
+            protocol: Some(crate::sync_plan::DRIVER_PROTOCOL),
             ok: true,
             ..DriverResult::default()
         };
@@ -270,6 +271,22 @@ mod tests {
             probe_verdict(Some(&answered), exited(0), 1000, ""),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn a_driver_of_another_protocol_is_not_run() {
+        for protocol in [None, Some(0), Some(2)] {
+            let answered = DriverResult {
+                protocol,
+                ok: true,
+                ..DriverResult::default()
+            };
+            let verdict = probe_verdict(Some(&answered), exited(0), 1000, "");
+            assert!(
+                matches!(&verdict, Err(why) if why.contains("this service speaks 1")),
+                "{protocol:?}: {verdict:?}"
+            );
+        }
     }
 
     #[test]

@@ -16,6 +16,11 @@ use crate::freshness::SyncOutcome;
 /// The prefix of the driver's one result line on stdout.
 pub const DRIVER_RESULT_PREFIX: &str = "CGC_FRESH_RESULT ";
 
+/// The version of the line protocol between the service and the driver
+/// (`"protocol"` in every result line; the driver's `PROTOCOL`). A driver
+/// that speaks another is not run: its probe fails (`probe_answer`).
+pub const DRIVER_PROTOCOL: u32 = 1;
+
 /// The driver's exit code for "cannot apply incrementally; nothing was
 /// written" (the sync runs `reconcile` instead).
 pub const DRIVER_EXIT_UNSUPPORTED: i32 = 3;
@@ -108,6 +113,14 @@ pub fn probe_answer(
     code: Option<i32>,
 ) -> Option<Result<Option<String>, String>> {
     match (result, code) {
+        // Checked first: the service and the driver it wrote must speak
+        // the same protocol (an old driver file left behind, a mismatched
+        // build), or nothing else in the line can be trusted.
+        (Some(r), _) if r.protocol != Some(DRIVER_PROTOCOL) => Some(Err(format!(
+            "the driver answered in protocol {}, this service speaks {DRIVER_PROTOCOL}",
+            r.protocol
+                .map_or_else(|| "(none)".to_string(), |p| p.to_string())
+        ))),
         (Some(r), Some(0)) if r.ok => Some(Ok(r.unproven.clone())),
         (Some(r), _) if !r.missing.is_empty() => Some(Err(format!(
             "CodeGraphContext lacks what it needs: {}",
@@ -249,6 +262,9 @@ pub fn interpreter_from_shebang(first_line: &str) -> Option<(String, Vec<String>
 /// The driver's result line, as far as the service reads it.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct DriverResult {
+    /// The line protocol's version ([`DRIVER_PROTOCOL`]).
+    #[serde(default)]
+    pub protocol: Option<u32>,
     #[serde(default)]
     pub ok: bool,
     #[serde(default)]
