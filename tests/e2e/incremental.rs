@@ -967,6 +967,66 @@ fn a_failed_api_probe_falls_back_to_reconcile_and_says_so() {
     );
 }
 
+/// A driver that answers its probe in another line protocol than the
+/// service's (an old driver file, a mismatched build) is not run: nothing
+/// it says can be trusted. The sync reconciles, and the person is told
+/// why, once.
+#[test]
+fn a_driver_of_another_protocol_is_not_run_and_the_sync_reconciles() {
+    let stub = tempfile::tempdir().unwrap();
+    let python = stub.path().join("python");
+    fs::write(
+        &python,
+        "#!/usr/bin/env python3\nimport json, sys\n\
+         answer = {'protocol': 2, 'ok': True, 'mode': 'probe', 'missing': []}\n\
+         if '--probe' in sys.argv[1:]:\n    print('CGC_FRESH_RESULT ' + json.dumps(answer))\n    sys.exit(0)\n\
+         for line in sys.stdin:\n\
+         \x20   request = json.loads(line)\n\
+         \x20   if request.get('probe'):\n\
+         \x20       print('CGC_FRESH_RESULT ' + json.dumps(dict(answer, serial=request['serial'], exit=0)), flush=True)\n\
+         \x20   elif not request.get('prepare'):\n\
+         \x20       print('applied by a driver of another protocol', file=sys.stderr, flush=True)\n\
+         sys.exit(0)\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&python, fs::Permissions::from_mode(0o755)).unwrap();
+    let python = python.display().to_string();
+    let (_sandbox, fake, service) = indexed_with_fake(
+        json!({}),
+        &fast_env(&[
+            ("CGC_SYNC_STRATEGY", "incremental"),
+            ("CGC_FRESH_DRIVER_PYTHON", python.as_str()),
+        ]),
+    );
+    let mut conn = crate::support::open_session(&service, "s1");
+    crate::support::agent_edit(&mut conn, "s1", "src/a.py");
+    conn.wait_status("fresh");
+    let notice = conn.wait_seen("the fallback notice", |f| {
+        f["type"] == "notice" && f["condition"] == "sync_strategy_fell_back"
+    });
+    assert!(
+        notice["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("protocol 2, this service speaks 1"),
+        "{notice}"
+    );
+    let calls = fake.invocations();
+    assert!(
+        calls
+            .iter()
+            .any(|c| args_of(c) == json!(["watch", "--sync-on-start", "."])),
+        "the sync reconciled: {calls:?}"
+    );
+    assert!(
+        !service
+            .log_text()
+            .contains("applied by a driver of another protocol"),
+        "the driver was never asked to apply"
+    );
+}
+
 // ---- The worker's supervision, with a stand-in driver -------------------------
 
 /// A stand-in for the driver's interpreter (`CGC_FRESH_DRIVER_PYTHON`): its
