@@ -7,6 +7,7 @@
 // Every dependency is used (dev-dependencies serve only the test targets).
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+pub mod cgc_seam;
 pub mod config;
 pub mod freshness;
 pub mod manifest_diff;

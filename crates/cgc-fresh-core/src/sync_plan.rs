@@ -507,7 +507,9 @@ pub fn listing_mentions_workspace<'a>(
 
 /// True for CGC's "already indexed … Skipping." line of `cgc index`.
 pub fn is_index_skip_line(line: &str) -> bool {
-    line.contains("already indexed") && line.contains("Skipping")
+    crate::cgc_seam::INDEX_SKIP_MARKERS
+        .iter()
+        .all(|marker| line.contains(marker))
 }
 
 /// What the shell observed about one sync run.

@@ -60,92 +60,10 @@ pub const RACY_MARGIN_NS: i64 = 20_000_000;
 
 const FORMAT_VERSION: u32 = 1;
 
-/// Suffixes CGC's parsers handle (`GraphBuilder.parsers`), and its generic
-/// file types (`_GENERIC_EXTENSIONS`), without the dot.
-const EXTENSIONS: &[&str] = &[
-    "py", "ipynb", "js", "jsx", "mjs", "cjs", "go", "ts", "mts", "cts", "tsx", "cpp", "h", "hpp",
-    "hh", "rs", "c", "java", "rb", "cs", "php", "kt", "scala", "sc", "swift", "hs", "dart", "pl",
-    "pm", "lua", "ex", "exs", "el", "sol", "html", "css", "svelte", "vue", // parsers
-    "toml", "sh", "yaml", "yml", "json", "ini", "cfg", "md", "txt", "bat", "ps1", // generic
-];
-/// CGC's `_GENERIC_FILENAMES`, plus its ignore file.
-const FILE_NAMES: &[&str] = &[
-    "Dockerfile",
-    "Makefile",
-    ".gitignore",
-    ".dockerignore",
-    ".env",
-    ".cgcignore",
-];
-/// CGC's default `IGNORE_DIRS` (matched case-insensitively per component),
-/// and CGC's own per-repository state directory: what a sync writes there
-/// (its database, its `.env`) is not source.
-const IGNORE_DIRS: &[&str] = &[
-    ".codegraphcontext",
-    "node_modules",
-    "venv",
-    ".venv",
-    "env",
-    ".env",
-    "dist",
-    "build",
-    "target",
-    "out",
-    ".git",
-    ".idea",
-    ".vscode",
-    "__pycache__",
-];
-/// CGC's `DEFAULT_IGNORE_PATTERNS`, always applied first.
-const DEFAULT_PATTERNS: &[&str] = &[
-    "node_modules/",
-    "venv/",
-    ".venv/",
-    "env/",
-    ".env/",
-    "dist/",
-    "build/",
-    "target/",
-    "out/",
-    "obj/",
-    ".git/",
-    "__pycache__/",
-    "*.png",
-    "*.jpg",
-    "*.jpeg",
-    "*.gif",
-    "*.svg",
-    "*.mp4",
-    "*.mp3",
-    "*.zip",
-    "*.tar",
-    "*.gz",
-];
-/// What `cgc index` writes into a missing `.cgcignore`.
-const DEFAULT_CGCIGNORE: &[&str] = &[
-    "node_modules/",
-    "venv/",
-    ".venv/",
-    "env/",
-    ".env/",
-    "dist/",
-    "build/",
-    "target/",
-    "out/",
-    "obj/",
-    ".git/",
-    ".idea/",
-    ".vscode/",
-    "__pycache__/",
-    "*.pyc",
-    "*.pyo",
-    "*.egg-info/",
-    ".tox/",
-    ".mypy_cache/",
-    ".pytest_cache/",
-    "coverage/",
-    ".next/",
-];
+use cgc_fresh_core::cgc_seam::{
+    CGCIGNORE_FILE, DEFAULT_CGCIGNORE, DEFAULT_IGNORE_PATTERNS as DEFAULT_PATTERNS,
+    GENERIC_FILE_NAMES, GENERIC_SUFFIXES, IGNORE_DIRS, PARSER_SUFFIXES,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
@@ -367,13 +285,13 @@ fn wanted_name(name: &OsStr) -> bool {
         return Path::new(name)
             .extension()
             .and_then(OsStr::to_str)
-            .is_some_and(|ext| EXTENSIONS.contains(&ext));
+            .is_some_and(|ext| PARSER_SUFFIXES.contains(&ext) || GENERIC_SUFFIXES.contains(&ext));
     };
-    FILE_NAMES.contains(&name)
+    (GENERIC_FILE_NAMES.contains(&name) || name == CGCIGNORE_FILE)
         || Path::new(name)
             .extension()
             .and_then(OsStr::to_str)
-            .is_some_and(|ext| EXTENSIONS.contains(&ext))
+            .is_some_and(|ext| PARSER_SUFFIXES.contains(&ext) || GENERIC_SUFFIXES.contains(&ext))
 }
 
 fn ignored_dir_name(name: &OsStr) -> bool {

@@ -107,16 +107,11 @@ impl WatcherSlot {
     }
 }
 
-/// File suffixes the watcher of CGC 0.6.13 updates the graph for when a
-/// file is created or modified (`GraphBuilder.parsers`; its
-/// `on_created`/`on_modified` skip every other file). An edit of any other
-/// file leaves the graph as it is, so nothing waits for the watcher's word
-/// about it.
-pub const WATCHED_SUFFIXES: [&str; 38] = [
-    "py", "ipynb", "js", "jsx", "mjs", "cjs", "go", "ts", "mts", "cts", "tsx", "cpp", "h", "hpp",
-    "hh", "rs", "c", "java", "rb", "cs", "php", "kt", "scala", "sc", "swift", "hs", "dart", "pl",
-    "pm", "lua", "ex", "exs", "el", "sol", "html", "css", "svelte", "vue",
-];
+/// File suffixes the watcher updates the graph for when a file is created
+/// or modified: CGC's parser suffixes ([`crate::cgc_seam::PARSER_SUFFIXES`]).
+/// An edit of any other file leaves the graph as it is, so nothing waits
+/// for the watcher's word about it.
+pub const WATCHED_SUFFIXES: [&str; 38] = crate::cgc_seam::PARSER_SUFFIXES;
 
 /// Whether the watcher applies an edit of `path` to the graph (and says so
 /// when it has): its last suffix is one CGC parses.
@@ -130,7 +125,7 @@ pub fn watcher_applies_to(path: &str) -> bool {
 
 /// The file names whose change alters what CGC indexes: its watcher reads
 /// its ignore rules once, at start, so only a new start-up applies them.
-pub const IGNORE_FILE_NAMES: [&str; 2] = [".cgcignore", ".gitignore"];
+pub const IGNORE_FILE_NAMES: [&str; 2] = crate::cgc_seam::IGNORE_FILE_NAMES;
 
 /// Edits the running watcher has not yet reported applied to the graph.
 ///

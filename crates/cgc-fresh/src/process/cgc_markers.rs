@@ -1,26 +1,18 @@
-//! Recognising CGC's meaningful output lines (measured on CGC 0.6.13).
+//! Recognising CGC's meaningful output lines. The lines themselves are
+//! CGC's, in the one seam (`cgc_fresh_core::cgc_seam`, read from CGC
+//! 0.6.13); here is how they are matched.
 //!
 //! Children run with `COLUMNS=1000`, but matching must still survive Rich's
 //! 80-column wrapping (a console that ignores `COLUMNS`, or text joined from
 //! several captured lines), so multi-word markers are compared with all
 //! whitespace removed.
 
+pub use cgc_fresh_core::cgc_seam::{
+    BACKEND_FALLBACK_MARKERS, LOCK_ERROR_MARKERS, RECONCILE_SCANNING_MARKER,
+    RECONCILE_SYNCING_MARKER, WATCH_APPLIED_PREFIX, WATCH_APPLIED_SUFFIX, WATCH_READY_MARKER,
+    WATCH_REMOVED_PREFIX, WATCH_STOPPING_MARKER,
+};
 use cgc_fresh_proto::SyncPhase;
-
-/// Part of `cgc watch`'s ready line
-/// (`👀 Monitoring for file changes... (Press Ctrl+C to stop)`).
-pub const WATCH_READY_MARKER: &str = "Monitoring for file changes";
-
-/// What CGC's watcher logs (at INFO, see
-/// [`crate::service::watcher_supervisor`]) once it has written one file's
-/// change to the graph: `[INCREMENTAL] Done. Graph refresh for <path>
-/// complete! ✅`, the last line of its per-file handler, after every write.
-pub const WATCH_APPLIED_PREFIX: &str = "[INCREMENTAL] Done. Graph refresh for ";
-/// Its end.
-pub const WATCH_APPLIED_SUFFIX: &str = " complete!";
-/// What it logs once it dropped the old path of a moved file:
-/// `[WATCH] removed stale node for moved file: <path>`.
-pub const WATCH_REMOVED_PREFIX: &str = "[WATCH] removed stale node for moved file: ";
 
 /// The path CGC's watcher reports applied to the graph on this line, if
 /// it is such a line (a Python log line: `<time> - INFO - <logger> - <msg>`,
@@ -37,26 +29,6 @@ pub fn watch_applied_path(line: &str) -> Option<&str> {
     (!path.is_empty()).then_some(path)
 }
 
-/// The embedded-database lock errors a second CGC process prints on stdout.
-pub const LOCK_ERROR_MARKERS: [&str; 2] = [
-    "Could not set lock on file",
-    "Another CGC process already has this embedded database open",
-];
-
-/// What a `cgc` prints when the graph's backend did not start and it went
-/// on with another one: the driver's line for CGC's own fallback between
-/// backends (`FELL_BACK_LINE` in the driver's `backend_pin.py`: CGC 0.6.13
-/// logs it at WARNING, which its CLI does not print), CGC's WARNING for a
-/// `cgc` whose logging prints it (`Database backend fallback: … Now using
-/// KùzuDB at …`), and `_initialize_services`' `Falling back to KùzuDB for a
-/// reliable experience...`. Such a run wrote another database than the
-/// graph's.
-pub const BACKEND_FALLBACK_MARKERS: [&str; 3] = [
-    "CodeGraphContext fell back to another database backend",
-    "Database backend fallback:",
-    "Falling back to KùzuDB",
-];
-
 /// True when `text` says CGC went on with another backend than the
 /// graph's, even if a line wrap split the message.
 pub fn output_has_backend_fallback(text: &str) -> bool {
@@ -64,10 +36,6 @@ pub fn output_has_backend_fallback(text: &str) -> bool {
         .iter()
         .any(|marker| contains_ignoring_whitespace(text, marker))
 }
-
-/// Part of the line `cgc watch` prints when it took a SIGINT
-/// (`🛑 Stopping watcher...`).
-pub const WATCH_STOPPING_MARKER: &str = "Stopping watcher";
 
 /// True for the line `cgc watch` prints as it starts to stop.
 pub fn is_watch_stopping_line(line: &str) -> bool {
@@ -78,15 +46,6 @@ pub fn is_watch_stopping_line(line: &str) -> bool {
 pub fn is_watch_ready_line(line: &str) -> bool {
     contains_ignoring_whitespace(line, WATCH_READY_MARKER)
 }
-
-/// What `cgc watch --sync-on-start .` prints as its start-up reconcile
-/// begins on an indexed repository (`✓ Already indexed. Synchronizing
-/// current files...`).
-pub const RECONCILE_SYNCING_MARKER: &str = "Synchronizing current files";
-
-/// What it prints instead on a repository it finds not indexed
-/// (`⚠  Not indexed yet. Performing initial scan...`).
-pub const RECONCILE_SCANNING_MARKER: &str = "Performing initial scan";
 
 /// The phase of CGC's reconcile a line of its output starts: the only
 /// progress it gives when its output is not a terminal (no file counts).
