@@ -192,6 +192,48 @@ describe("against the real service", { skip }, () => {
     await api.emitAsync("session_shutdown", { type: "session_shutdown", reason: "quit" }, ctx);
   });
 
+  it("shows a long reconcile's progress in the footer, then fresh", { timeout: 60_000 }, async () => {
+    // A real service running the fake cgc with a slow, chatty reconcile:
+    // it says it synchronizes, then works for 6 s before its ready line.
+    mkdirSync(join(sandbox.workspace, ".codegraphcontext"));
+    const scenario = join(sandbox.root, "scenario.json");
+    writeFileSync(
+      scenario,
+      JSON.stringify({
+        watch: {
+          steps: [
+            { stdout: ["✓ Already indexed. Synchronizing current files..."] },
+            { sleep_ms: 6000 },
+            { stdout: [{ cgc: "ready" }] },
+            { hang: true },
+          ],
+        },
+      }),
+    );
+    realService = await startRealService(bin!, sandbox.workspace, {
+      ...sandbox.env,
+      CGC_FRESHNESS_AUTO_SYNC: "true",
+      CGC_FRESHNESS_BATCH_MS: "50",
+      CGC_EXECUTABLE: join(dirname(bin!), "fake-cgc"),
+      FAKE_CGC_SCENARIO: scenario,
+      FAKE_CGC_LOG: join(sandbox.root, "fake-cgc.log"),
+    });
+    const env = { ...sandbox.env, CGC_FRESH_NO_AUTOSTART: "1" };
+    const api = new FakeApi();
+    const ctx = new FakeCtx(sandbox.workspace, "sess-progress");
+    factory(env)(api.asApi());
+    api.emit("session_start", { type: "session_start", reason: "startup" }, ctx);
+    api.emit("tool_call", toolCall("edit", "a.py"), ctx);
+    api.emit("tool_result", toolResult("edit"), ctx);
+    await waitUntil(
+      () => /syncing \(reconciling, \d+s\)$/.test(ctx.footer() ?? ""),
+      "the reconcile's phase in the footer",
+      20_000,
+    );
+    await waitUntil(() => ctx.footer() === "graph: fresh", "fresh in the footer, the progress gone", 20_000);
+    await api.emitAsync("session_shutdown", { type: "session_shutdown", reason: "quit" }, ctx);
+  });
+
   it("autostarts the service when nothing answers", { timeout: 30_000 }, async () => {
     const env = { ...sandbox.env, CGC_FRESH_BIN: bin! };
     const socketPath = socketPathFor(sandbox.workspace, env);
