@@ -104,5 +104,6 @@ fn placeholder_state() -> ServerFrame {
         backend: None,
         detail: None,
         warnings: Vec::new(),
+        progress: None,
     })
 }
