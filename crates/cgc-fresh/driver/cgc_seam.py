@@ -17,6 +17,10 @@ real-CLI exactness tests on Kùzu, FalkorDB Lite and a FalkorDB server):
 - 0.6.13 (the version the test suite pins: `tests/support/python/requirements-cgc*.txt`).
 
 Pure: the installed version is an input (`incremental.cgc_version`).
+
+Also here, below the gate: the text of CGC 0.6.13's per-file writes
+batched across files, which `batched_writes.py` runs (CGC-specific, like
+the versions above).
 """
 
 PROVEN_CGC_VERSIONS = ("0.6.13",)
@@ -58,3 +62,82 @@ def version_gate(installed, allow_unproven, proven=PROVEN_CGC_VERSIONS):
         f"{named} is not a version the incremental sync was proven exact against "
         f"(proven: {proven_list}), so it patches nothing and CGC's own reconcile runs instead; "
         f"set {ALLOW_UNPROVEN_KEY} = true to run the incremental sync anyway"))
+
+
+# ---------------------------------------------------------------------------
+# CGC 0.6.13's per-file writes, batched across files (`batched_writes.py`).
+#
+# `GraphWriter.add_file_to_graph` writes one file with about a dozen
+# statements; `delete_file_from_graph` deletes one with three. What follows
+# is the same statements' text written once for many files: each row
+# carries the file's path (the statement's `$file_path`/`$path`), so one
+# statement writes the rows of every file. Only the shapes named here are
+# batched; the recognising of CGC's statements is `graph_baseline.py`'s
+# (`STATEMENTS`, `classify`).
+
+# The key each batched row carries its file's path under (no row of the
+# writer's statements below has it).
+FILE_PATH_KEY = "file_path"
+
+# `MERGE (f:File {path: $path}) SET …`, one row per file.
+FILE_BATCHED = """
+                UNWIND $batch AS row
+                MERGE (f:File {path: row.path})
+                SET f.name = row.name, f.relative_path = row.relative_path, f.is_dependency = row.is_dependency,
+                    f.language = row.language
+            """
+FILE_ROW_KEYS = ("path", "name", "relative_path", "is_dependency", "language")
+
+# `MATCH (p:`<label>` {path: $parent_path}) MATCH (f:File {path: $path})
+# MERGE (p)-[:CONTAINS]->(f)`, one row per file.
+FILE_CONTAINED_BATCHED = """
+                UNWIND $batch AS row
+                MATCH (p:`{label}` {{path: row.parent_path}})
+                MATCH (f:File {{path: row.path}})
+                MERGE (p)-[:CONTAINS]->(f)
+            """
+
+# A file's Python import rows (`py_imports` in `graph_baseline.py`), as two
+# statements: the shared Modules first, one row per name (its first
+# non-null lang and full_import_name in write order: what the per-row
+# `coalesce` leaves when each row sees the rows before it, as on Kùzu),
+# then the IMPORTS edges, one row per edge key (the last row's SET wins).
+PY_IMPORT_MODULES_BATCHED = """
+                    UNWIND $batch AS row
+                    MERGE (m:Module {name: row.name})
+                    SET m.lang = coalesce(m.lang, row.lang),
+                        m.full_import_name = coalesce(m.full_import_name, row.full_import_name)
+                """
+PY_IMPORT_EDGES_BATCHED = """
+                    UNWIND $batch AS row
+                    MATCH (f:File {path: row.file_path})
+                    MATCH (m:Module {name: row.name})
+                    MERGE (f)-[r:IMPORTS {line_number: row.line_number, imported_name: row.imported_name}]->(m)
+                    SET r.alias = coalesce(row.alias, ""),
+                        r.full_import_name = row.full_import_name,
+                        r.lang = row.lang
+                """
+# `delete_file_from_graph` for many files whose directories are kept (the
+# file is written again: `ParentDirectoriesKept`) and whose purge is
+# deferred (`PurgeDeferred`): its second and third statements, over
+# `$paths`.
+DELETE_MODULE_CONTAINS_BATCHED = """
+                MATCH (f:File)-[r:CONTAINS]->(:Module)
+                WHERE f.path IN $paths
+                DELETE r
+                """
+DELETE_FILES_BATCHED = """
+                MATCH (f:File)
+                WHERE f.path IN $paths
+                OPTIONAL MATCH (f)-[:CONTAINS]->(element)
+                OPTIONAL MATCH (element)-[:HAS_PARAMETER]->(p:Parameter)
+                DETACH DELETE f, element, p
+            """
+
+# The backends whose sessions the batched forms were proven on (equal to
+# a from-scratch index end to end), and the languages of the files they
+# were proven with (the end-to-end fixtures are Python). Elsewhere, or
+# with a file of another language among them, the files are written one
+# by one, as CGC does.
+BATCHED_WRITE_BACKENDS = ("kuzudb",)
+BATCHED_WRITE_LANGUAGES = ("python",)

@@ -44,7 +44,9 @@ is not exact; this is):
    stored edges (a call or base resolved elsewhere now).
 3. Delete the link edges of those files and of the changed files
    explicitly (Kùzu can leave a phantom edge behind `DETACH DELETE`), delete
-   the changed files' nodes, write the changed files' nodes in path order,
+   the changed files' nodes, write the changed files' nodes in path order
+   (many files' in a few statements where that is provably the same:
+   `batched_writes.py`),
    write the selected files' link rows (inheritance-type edges first, then
    calls), reset shared Module metadata from the first importer in path
    order (which of its rows wins depends on the backend:
@@ -871,6 +873,7 @@ MCP_TOOLS_MODULE = "incremental-mcp-tools.py"
 CGC_SEAM_MODULE = "incremental-cgc-seam.py"
 GRAPH_BASELINE_MODULE = "incremental-graph-baseline.py"
 PROGRESS_MODULE = "incremental-progress.py"
+BATCHED_WRITES_MODULE = "incremental-batched-writes.py"
 
 
 def load_companion(file_name, module_name):
@@ -1931,6 +1934,94 @@ def graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, pars
     return found
 
 
+class BatchedWrites:
+    """The changed files' deletes and writes as a few statements for many
+    files (`batched_writes.py`): `steps` per chunk of files, planned before
+    anything is written."""
+
+    def __init__(self, module, seam, chunks):
+        self.module = module
+        self.seam = seam
+        self.chunks = chunks
+
+    def _run(self, driver, steps):
+        with driver.session() as session:
+            self.module.execute(steps, session, _is_cgc_binder_error)
+        return len(steps)
+
+    def delete(self, driver, paths):
+        if paths:
+            self._run(driver, self.module.delete_steps(paths, self.seam))
+
+    def write(self, driver, progress):
+        for files, steps in self.chunks:
+            self._run(driver, steps)
+            progress.advance(files)
+
+    def module_metadata(self, driver, rows):
+        if rows:
+            self._run(driver, self.module.module_metadata_steps(rows))
+
+
+def _is_cgc_binder_error(exc):
+    """CGC's writer's own test (`_is_binder_exception`) for a label that
+    does not bind."""
+    text = str(exc).lower()
+    return "binder" in text or "cannot find a valid label" in text
+
+
+def plan_batched_writes(gb, backend, parsed, written, rewritten, imports_map, repo_name, repo_posix, timings):
+    """A `BatchedWrites` for this request's files, or None where they are
+    written file by file: too few, a backend the batched forms were not
+    proven on, or a plan `batched_writes.py` refuses (the reason is in
+    `timings["batched_refused"]`). Nothing is written here."""
+    t = time.monotonic()
+    seam = load_companion(CGC_SEAM_MODULE, "cgc_fresh_cgc_seam")
+    module = load_companion(BATCHED_WRITES_MODULE, "cgc_fresh_batched_writes")
+    timings["batched_files"] = 0
+    ok = sorted(p for p in written if "error" not in parsed[p][1])
+    if backend not in seam.BATCHED_WRITE_BACKENDS or len(written) < module.MIN_FILES:
+        return None
+    baseline = load_companion(GRAPH_BASELINE_MODULE, "cgc_fresh_graph_baseline")
+    writer_class = type(gb._writer)
+    absent = {p: AbsentContainerQueriesSkipped(parsed[p][1]).absent for p in ok if p in rewritten}
+    skipped = [0]
+
+    def skip(path, query):
+        labels = absent.get(path)
+        match = AbsentContainerQueriesSkipped.QUERY.fullmatch(query) if labels else None
+        if match and match.group(1) in labels:
+            skipped[0] += 1
+            return True
+        return False
+
+    chunks = []
+    stats = {}
+    try:
+        for i in range(0, len(ok), module.MAX_FILES):
+            files = []
+            for path in ok[i:i + module.MAX_FILES]:
+                fd = parsed[path][1]
+
+                def write_file(driver, fd=fd):
+                    writer_class(driver, driver).add_file_to_graph(fd, repo_name, imports_map,
+                                                                   repo_path_str=repo_posix)
+
+                files.append((path, module.record(write_file, baseline, backend)))
+            chunks.append((len(files), module.plan(files, baseline, seam, skip=skip, stats=stats)))
+    except Exception as exc:  # noqa: BLE001 - then file by file, as CGC writes
+        timings["batched_refused"] = f"{type(exc).__name__}: {exc}"[:200]
+        timings["batched_plan_s"] = round(time.monotonic() - t, 3)
+        return None
+    timings["container_queries_skipped"] += skipped[0]
+    # As the per-file path counts them (`ParameterRowsBatched`).
+    timings["parameter_batches"] = stats.get("parameter_batches", 0)
+    timings["batched_files"] = len(ok)
+    timings["batched_statements"] = sum(len(steps) for _n, steps in chunks)
+    timings["batched_plan_s"] = round(time.monotonic() - t, 3)
+    return BatchedWrites(module, seam, chunks)
+
+
 def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, targets, csharp_paths,
                         module_first, module_defined, imports_map, changed, changed_abs, timings,
                         baseline=False, progress=None):
@@ -2073,36 +2164,60 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     changed_list = sorted(changed_abs)
     rewritten = {p for p in written if p in stored_files}
     deletes = sorted(set(to_delete) | rewritten)
+    repo_name = repo.name
+    batch = plan_batched_writes(gb, backend, parsed, written, rewritten, imports_map, repo_name, repo_posix,
+                                timings)
     progress.phase("writing", total=len(deletes) + len(written))
     delete_link_edges(write, unlink, changed_list)
     break_delete = os.environ.get(BREAK_DELETE_FOR_TESTS_ENV) == "1"
     with PurgeDeferred(writer), ParentDirectoriesKept(rewritten) as directories:
+        if batch is not None:
+            # The files written again, at once (`batched_writes.py`); the
+            # files only deleted keep CGC's delete, directories and all.
+            batch.delete(driver, sorted(p for p in rewritten if not break_delete))
+            progress.advance(len(rewritten))
+            # As `ParentDirectoriesKept` counts them: the deletes that left
+            # out the listing of the file's directories.
+            directories.kept += 0 if break_delete else len(rewritten)
         for abs_path in deletes:
+            if batch is not None and abs_path in rewritten:
+                continue
             progress.advance()
             if break_delete and abs_path in rewritten:
                 continue
             gb.delete_file_from_graph(abs_path)
     timings["directory_queries_kept"] = directories.kept
-    repo_name = repo.name
-    with ParameterRowsBatched() as parameters:
+    timings["deletes_s"] = round(time.monotonic() - t, 3)
+    for abs_path in sorted(written):
+        fd = parsed[abs_path][1]
+        if "error" not in fd:
+            for imp in fd.get("imports", []) or []:
+                name = imp.get("source") if fd.get("lang") == "python" and imp.get("source") else (
+                    imp.get("name") or imp.get("source") or imp.get("full_import_name"))
+                if name:
+                    touched_modules.add(name)
+    if batch is not None:
+        batch.write(driver, progress)
         for abs_path in sorted(written):
-            f, fd = parsed[abs_path]
-            if "error" not in fd:
-                if abs_path in stored_files:
-                    with AbsentContainerQueriesSkipped(fd) as absent:
-                        gb.add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
-                    timings["container_queries_skipped"] += absent.skipped
-                else:
-                    gb.add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
-                for imp in fd.get("imports", []) or []:
-                    name = imp.get("source") if fd.get("lang") == "python" and imp.get("source") else (
-                        imp.get("name") or imp.get("source") or imp.get("full_import_name"))
-                    if name:
-                        touched_modules.add(name)
-            else:
+            fd = parsed[abs_path][1]
+            if "error" in fd:
                 gb.add_minimal_file_node(Path(fd["path"]), repo, False)
-            progress.advance()
-    timings["parameter_batches"] = parameters.batched
+                progress.advance()
+    else:
+        with ParameterRowsBatched() as parameters:
+            for abs_path in sorted(written):
+                f, fd = parsed[abs_path]
+                if "error" not in fd:
+                    if abs_path in stored_files:
+                        with AbsentContainerQueriesSkipped(fd) as absent:
+                            gb.add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
+                        timings["container_queries_skipped"] += absent.skipped
+                    else:
+                        gb.add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
+                else:
+                    gb.add_minimal_file_node(Path(fd["path"]), repo, False)
+                progress.advance()
+        timings["parameter_batches"] = parameters.batched
     timings["nodes_s"] = round(time.monotonic() - t, 3)
     t = time.monotonic()
     progress.phase("linking")
@@ -2132,14 +2247,18 @@ def apply_with_database(repo, repo_posix, prefix, gb, parsed, links, expected, t
     timings["links_s"] = round(time.monotonic() - t, 3)
     t = time.monotonic()
 
+    metadata = []
     for name in sorted(n for n in touched_modules if n and n not in module_defined):
         if name in module_first:
             fin, lang = module_first[name][metadata_row]
+            metadata.append({"name": name, "fin": fin, "lang": lang})
+    if batch is not None:
+        batch.module_metadata(driver, metadata)
+    else:
+        for row in metadata:
             write(
                 "MATCH (m:Module {name: $name}) SET m.full_import_name = $fin, m.lang = $lang",
-                name=name,
-                fin=fin,
-                lang=lang,
+                **row,
             )
     writer._purge_dangling_pathless_nodes()
     timings["post_s"] = round(time.monotonic() - t, 3)

@@ -37,6 +37,20 @@ pub struct BranchSwitchOptions {
     pub switched: usize,
 }
 
+/// Where the database's held time goes: the driver's timings from the
+/// open to the close (`incremental_applied`), with the titles shown.
+const HELD_PHASES: &[(&str, &str)] = &[
+    ("db_open_s", "open"),
+    ("read_s", "read"),
+    ("deletes_s", "deletes"),
+    ("nodes_s", "nodes (deletes + adds)"),
+    ("links_s", "links"),
+    ("post_s", "post"),
+    ("self_check_s", "self-check"),
+    ("db_close_s", "close"),
+    ("db_held_s", "held"),
+];
+
 /// One direction of the switch.
 struct Switch {
     name: &'static str,
@@ -231,6 +245,18 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         ]);
     }
     report::print_table(&table);
+    let mut phases = Table::new(
+        &["switch"]
+            .into_iter()
+            .chain(HELD_PHASES.iter().map(|(_, title)| *title))
+            .collect::<Vec<_>>(),
+    );
+    for s in &switches {
+        let mut row = vec![s.name.to_string()];
+        row.extend(HELD_PHASES.iter().map(|(key, _)| t(s, key)));
+        phases.row(row);
+    }
+    report::print_table(&phases);
     let mut summary = Table::new(&["figure", "value", "target", "verdict"]);
     for s in &switches {
         if let Some(settled) = s.settled {

@@ -72,9 +72,15 @@ pub const PROGRESS_MODULE: &str = include_str!("../../../driver/progress.py");
 
 pub const PROGRESS_MODULE_FILE: &str = "incremental-progress.py";
 
+/// The changed files' nodes written with few statements for many files
+/// (`driver/batched_writes.py`), written next to the driver.
+pub const BATCHED_WRITES_MODULE: &str = include_str!("../../../driver/batched_writes.py");
+
+pub const BATCHED_WRITES_MODULE_FILE: &str = "incremental-batched-writes.py";
+
 /// Every file of the driver, written next to each other before it starts:
 /// (file name, text).
-pub(super) const DRIVER_MODULES: [(&str, &str); 12] = [
+pub(super) const DRIVER_MODULES: [(&str, &str); 13] = [
     (DRIVER_FILE, INCREMENTAL_DRIVER),
     (PARSE_CACHE_MODULE_FILE, PARSE_CACHE_MODULE),
     (RESOLUTION_MEMO_MODULE_FILE, RESOLUTION_MEMO_MODULE),
@@ -87,6 +93,7 @@ pub(super) const DRIVER_MODULES: [(&str, &str); 12] = [
     (CGC_SEAM_MODULE_FILE, CGC_SEAM_MODULE),
     (GRAPH_BASELINE_MODULE_FILE, GRAPH_BASELINE_MODULE),
     (PROGRESS_MODULE_FILE, PROGRESS_MODULE),
+    (BATCHED_WRITES_MODULE_FILE, BATCHED_WRITES_MODULE),
 ];
 
 /// The parse cache itself (CGC's per-file parse results between syncs),
