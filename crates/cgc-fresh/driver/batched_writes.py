@@ -72,10 +72,6 @@ import re
 MAX_ROWS = 2000
 MAX_FILES = 500
 
-# Fewer changed files than this are written file by file (nothing to
-# batch).
-MIN_FILES = 2
-
 _PARAM = re.compile(r"\$(\w+)")
 
 

@@ -1970,18 +1970,27 @@ def _is_cgc_binder_error(exc):
     return "binder" in text or "cannot find a valid label" in text
 
 
+# Fewer written files than this are written file by file (nothing to
+# batch).
+BATCHED_MIN_FILES = 2
+
+
 def plan_batched_writes(gb, backend, parsed, written, rewritten, imports_map, repo_name, repo_posix, timings):
     """A `BatchedWrites` for this request's files, or None where they are
     written file by file: too few, a backend the batched forms were not
-    proven on, or a plan `batched_writes.py` refuses (the reason is in
-    `timings["batched_refused"]`). Nothing is written here."""
+    proven on, or a plan `batched_writes.py` refuses (`batched_refused`
+    in the timings, the reason on stderr). Nothing is written here."""
     t = time.monotonic()
-    seam = load_companion(CGC_SEAM_MODULE, "cgc_fresh_cgc_seam")
-    module = load_companion(BATCHED_WRITES_MODULE, "cgc_fresh_batched_writes")
     timings["batched_files"] = 0
-    ok = sorted(p for p in written if "error" not in parsed[p][1])
-    if backend not in seam.BATCHED_WRITE_BACKENDS or len(written) < module.MIN_FILES:
+    if len(written) < BATCHED_MIN_FILES:
+        # Nothing to batch: not even the modules are loaded (a one-file
+        # sync's lock is CGC's per-file path and nothing more).
         return None
+    seam = load_companion(CGC_SEAM_MODULE, "cgc_fresh_cgc_seam")
+    if backend not in seam.BATCHED_WRITE_BACKENDS:
+        return None
+    module = load_companion(BATCHED_WRITES_MODULE, "cgc_fresh_batched_writes")
+    ok = sorted(p for p in written if "error" not in parsed[p][1])
     baseline = load_companion(GRAPH_BASELINE_MODULE, "cgc_fresh_graph_baseline")
     writer_class = type(gb._writer)
     absent = {p: AbsentContainerQueriesSkipped(parsed[p][1]).absent for p in ok if p in rewritten}
@@ -2010,8 +2019,12 @@ def plan_batched_writes(gb, backend, parsed, written, rewritten, imports_map, re
                 files.append((path, module.record(write_file, baseline, backend)))
             chunks.append((len(files), module.plan(files, baseline, seam, skip=skip, stats=stats)))
     except Exception as exc:  # noqa: BLE001 - then file by file, as CGC writes
-        timings["batched_refused"] = f"{type(exc).__name__}: {exc}"[:200]
+        # Timings are numbers (the service reads them so); the reason goes
+        # to stderr, which the service logs.
+        timings["batched_refused"] = 1
         timings["batched_plan_s"] = round(time.monotonic() - t, 3)
+        print(f"cgc-fresh: batched writes refused, file by file: {type(exc).__name__}: {exc}"[:300],
+              file=sys.stderr, flush=True)
         return None
     timings["container_queries_skipped"] += skipped[0]
     # As the per-file path counts them (`ParameterRowsBatched`).
