@@ -109,8 +109,14 @@ install_parser_shim() {
     rm -rf "${site_packages}/tree_sitter_languages"
     mkdir -p "${site_packages}/tree_sitter_languages"
     cp "${parser_shim_dir}/__init__.py" "${site_packages}/tree_sitter_languages/__init__.py"
-    "${venv}/bin/python" -I -c \
-        'import tree_sitter, tree_sitter_languages; tree_sitter.Parser(tree_sitter_languages.get_language("python"))' ||
+    # Every grammar the shim bundles must load into a parser and parse.
+    "${venv}/bin/python" -I -c '
+import tree_sitter_languages
+for name in tree_sitter_languages.BUNDLED_LANGUAGES:
+    tree = tree_sitter_languages.get_parser(name).parse(b"")
+    assert tree is not None, name
+print("install-cgc.sh: grammars load: " + ", ".join(tree_sitter_languages.BUNDLED_LANGUAGES))
+' >&2 ||
         die "the tree_sitter_languages parser shim does not load in ${venv}"
 }
 
