@@ -19,6 +19,7 @@ mod backends;
 mod baseline;
 mod big_batch;
 mod budget;
+mod languages;
 mod lifetimes;
 mod mcp;
 mod parse_cache;
