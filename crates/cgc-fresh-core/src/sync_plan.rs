@@ -296,7 +296,11 @@ pub struct DriverResult {
     /// The driver compared the graph with the tree (a baseline request).
     #[serde(default)]
     pub baseline: bool,
-    #[serde(default)]
+    /// The driver's timings, for the log: the entries that are numbers
+    /// (anything else in them is dropped, never a reason to miss the
+    /// answer: a result line that does not parse leaves its request
+    /// unanswered until the time budget ends it).
+    #[serde(default, deserialize_with = "numbers_only")]
     pub timings: BTreeMap<String, f64>,
     /// A worker's answer: the request it answers, and the exit code the
     /// one-shot driver would have ended with.
@@ -304,6 +308,22 @@ pub struct DriverResult {
     pub serial: Option<u64>,
     #[serde(default)]
     pub exit: Option<i32>,
+}
+
+/// The numeric entries of a JSON object; nothing for anything else.
+fn numbers_only<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, f64>, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(value
+        .as_object()
+        .map(|entries| {
+            entries
+                .iter()
+                .filter_map(|(key, value)| value.as_f64().map(|n| (key.clone(), n)))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 /// Reads one output line as the driver's result line, if it is one.
@@ -615,6 +635,18 @@ fn describe_exit(facts: &SyncRunFacts) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_with_odd_timings_is_still_an_answer() {
+        let line = r#"CGC_FRESH_RESULT {"protocol": 1, "ok": true, "serial": 4, "exit": 0, "timings": {"total_s": 1.5, "batched_writes_refused": "a reason", "n": 3}}"#;
+        let result = parse_driver_result(line).expect("the answer is read");
+        assert_eq!((result.serial, result.exit), (Some(4), Some(0)));
+        assert_eq!(result.timings.get("total_s"), Some(&1.5));
+        assert_eq!(result.timings.get("n"), Some(&3.0));
+        assert!(!result.timings.contains_key("batched_writes_refused"));
+        let odd = r#"CGC_FRESH_RESULT {"protocol": 1, "ok": true, "serial": 5, "exit": 0, "timings": "none"}"#;
+        assert_eq!(parse_driver_result(odd).and_then(|r| r.serial), Some(5));
+    }
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
