@@ -16,8 +16,8 @@ row; the forms that are not a plain substitution are in `cgc_seam.py`
 (file, containment, imports). The statements then run through CGC's own
 session, which translates them for its backend as it does CGC's.
 
-**Only where provably the same graph** (otherwise `plan` answers None and
-the driver writes file by file as CGC does):
+**Only where provably the same graph** (otherwise `plan` raises `Refused`
+and the driver writes file by file as CGC does):
 
 - every file is of a language the batched forms were proven with
   (`cgc_seam.BATCHED_WRITE_LANGUAGES`: Python), every statement of every
@@ -56,6 +56,9 @@ Deleting many files whose directories are kept (they are written again)
 is two statements over `$paths` (`delete_steps`): a file's delete removes
 only its own File, the nodes it contains and their Parameters, after its
 CONTAINS edges to shared Modules.
+
+The driver's own reset of the shared Modules' metadata after the writes
+is one statement too (`module_metadata_steps`: one row per Module).
 
 Which backends: `cgc_seam.BATCHED_WRITE_BACKENDS` (where the end-to-end
 tests proved it). Rows are chunked (`MAX_ROWS` per statement, `MAX_FILES`
