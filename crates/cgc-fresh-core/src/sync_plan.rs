@@ -113,10 +113,10 @@ pub fn probe_answer(
     code: Option<i32>,
 ) -> Option<Result<Option<String>, String>> {
     match (result, code) {
-        // Checked first: the service and the driver it wrote must speak
-        // the same protocol (an old driver file left behind, a mismatched
-        // build), or nothing else in the line can be trusted.
-        (Some(r), _) if r.protocol != Some(DRIVER_PROTOCOL) => Some(Err(format!(
+        // A yes counts only in the service's protocol (an old driver file
+        // left behind, a mismatched build: nothing else in its line can be
+        // trusted). A no is a no in any protocol, and says its own why.
+        (Some(r), Some(0)) if r.ok && r.protocol != Some(DRIVER_PROTOCOL) => Some(Err(format!(
             "the driver answered in protocol {}, this service speaks {DRIVER_PROTOCOL}",
             r.protocol
                 .map_or_else(|| "(none)".to_string(), |p| p.to_string())
