@@ -67,8 +67,8 @@ pub enum StopPurpose {
 /// The spawn reply's consequences.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spawned {
-    /// The run's first report, unless it was sent already.
-    pub report: Option<WatcherEvent>,
+    /// The run's first report.
+    pub report: WatcherEvent,
     /// The ready line came before the reply: the probe can start now.
     pub probe_now: bool,
 }
@@ -114,7 +114,6 @@ pub struct WatcherRun {
     restart_of: Option<u32>,
     replaced_child: Option<u64>,
     stopping_for: Option<StopPurpose>,
-    started_reported: bool,
 }
 
 impl WatcherRun {
@@ -134,7 +133,6 @@ impl WatcherRun {
             restart_of,
             replaced_child: None,
             stopping_for: None,
-            started_reported: false,
         }
     }
 
@@ -179,15 +177,13 @@ impl WatcherRun {
         }
     }
 
-    fn first_report(&mut self, pid: u32) -> Option<WatcherEvent> {
-        if self.started_reported {
-            return None;
-        }
-        self.started_reported = true;
-        Some(match self.restart_of.take() {
+    /// The run's first report: at the spawn reply, or at an exit that came
+    /// before it (`pid` still unknown then), never both.
+    fn first_report(&mut self, pid: u32) -> WatcherEvent {
+        match self.restart_of.take() {
             Some(previous) => WatcherEvent::Restarted { previous, pid },
             None => WatcherEvent::Started { pid },
-        })
+        }
     }
 
     /// Whether a line of child `id` is this run's.
@@ -313,11 +309,7 @@ impl WatcherRun {
     /// the spawn reply), then what follows.
     pub fn exited(mut self, exit: WatcherExit) -> (Option<WatcherEvent>, AfterExit) {
         let pid = exit.pid;
-        let first = if self.pid.is_none() {
-            self.first_report(pid)
-        } else {
-            None
-        };
+        let first = self.pid.is_none().then(|| self.first_report(pid));
         let error = match &self.gave_up {
             Some(why) => format!("{why}; cgc watch {} when stopped", exit.status),
             None => format!(
@@ -424,7 +416,7 @@ mod tests {
     fn the_first_report_is_started_once() {
         let mut run = WatcherRun::spawning(session(), None, at(0));
         let spawned = run.spawned(7, 70);
-        assert_eq!(spawned.report, Some(WatcherEvent::Started { pid: 70 }));
+        assert_eq!(spawned.report, WatcherEvent::Started { pid: 70 });
         assert!(!spawned.probe_now);
         let (first, _) = run.exited(exit(70));
         assert_eq!(first, None, "reported at the spawn already");
@@ -695,7 +687,8 @@ mod tests {
                 match step {
                     Step::Spawned if !spawned => {
                         spawned = true;
-                        if run.spawned(7, 70).report.is_some() { firsts += 1; }
+                        run.spawned(7, 70);
+                        firsts += 1;
                     }
                     Step::Spawned => {}
                     Step::Ready => { ready |= run.ready(at(now)); }

@@ -8,46 +8,18 @@ Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
 import unittest
 
+from cgc_writer_statements import (
+    CONTAINED_STATEMENT,
+    FILE_STATEMENT,
+    NAME_ONLY_STATEMENT,
+    NODES_STATEMENT,
+    PY_IMPORTS_STATEMENT,
+)
 from driver_module import load
 
 baseline = load("graph_baseline.py", "cgc_fresh_graph_baseline")
 
 PATH = "/r/pkg/a.py"
-
-FILE_STATEMENT = """
-                MERGE (f:File {path: $path})
-                SET f.name = $name, f.relative_path = $relative_path, f.is_dependency = $is_dependency,
-                    f.language = $language
-            """
-NODES_STATEMENT = """
-                    UNWIND $batch AS row
-                    MERGE (n:{label} {{name: row.name, path: $file_path, line_number: row.line_number, """ \
-    """occurrence_index: row.occurrence_index}})
-                    SET n += row
-                """
-CONTAINED_STATEMENT = """
-                    UNWIND $batch AS row
-                    MATCH (f:File {{path: $file_path}})
-                    MATCH (n:{label} {{name: row.name, path: $file_path, line_number: row.line_number, """ \
-    """occurrence_index: row.occurrence_index}})
-                    MERGE (f)-[:CONTAINS]->(n)
-                """
-PY_IMPORTS_STATEMENT = """
-                    UNWIND $batch AS row
-                    MATCH (f:File {path: $file_path})
-                    MERGE (m:Module {name: row.name})
-                    SET m.lang = coalesce(m.lang, row.lang),
-                        m.full_import_name = coalesce(m.full_import_name, row.full_import_name)
-                    MERGE (f)-[r:IMPORTS {line_number: row.line_number, imported_name: row.imported_name}]->(m)
-                    SET r.alias = coalesce(row.alias, ""),
-                        r.full_import_name = row.full_import_name,
-                        r.lang = row.lang
-                """
-NAME_ONLY_STATEMENT = """
-                    UNWIND $batch AS row
-                    MERGE (n:Module {name: row.name})
-                    SET n += row
-                """
 
 
 def function_row(name, line, **extra):

@@ -152,6 +152,19 @@ pub enum SyncEvent {
     Progress(SyncProgress),
 }
 
+impl SyncEvent {
+    /// Whether the flight is over with this report (nothing more comes).
+    pub fn ends_the_run(&self) -> bool {
+        matches!(
+            self,
+            SyncEvent::Busy { .. }
+                | SyncEvent::Declined { .. }
+                | SyncEvent::OverBudget { .. }
+                | SyncEvent::Finished(_)
+        )
+    }
+}
+
 enum Phase {
     /// `cgc list` is running to decide whether the workspace is indexed.
     Listing {
@@ -338,13 +351,7 @@ impl SyncRunner {
 
     fn report(&self, flight: FlightId, event: SyncEvent) {
         tracing::info!(component = COMPONENT, event = "sync_report", flight = flight.0, report = ?event);
-        let ended = matches!(
-            event,
-            SyncEvent::Busy { .. }
-                | SyncEvent::Declined { .. }
-                | SyncEvent::OverBudget { .. }
-                | SyncEvent::Finished(_)
-        );
+        let ended = event.ends_the_run();
         self.report_to.do_send(SyncReport { flight, event });
         if ended {
             if let Some(me) = &self.me {

@@ -320,9 +320,7 @@ impl WatcherSupervisor {
                     running.deadline = Some(ctx.run_later(budget, move |act, ctx| {
                         act.give_up(budget, ctx)
                     }));
-                    if let Some(event) = spawned.report {
-                        act.report(&session, event);
-                    }
+                    act.report(&session, spawned.report);
                     if spawned.probe_now {
                         act.start_probe(ctx);
                     }

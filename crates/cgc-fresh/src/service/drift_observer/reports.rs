@@ -8,14 +8,7 @@ impl Handler<SyncNoted> for DriftObserverActor {
     type Result = ();
     fn handle(&mut self, msg: SyncNoted, ctx: &mut Self::Context) {
         let SyncReport { flight, event } = msg.0;
-        let ended = matches!(
-            event,
-            SyncEvent::Finished(_)
-                | SyncEvent::Busy { .. }
-                | SyncEvent::Declined { .. }
-                | SyncEvent::OverBudget { .. }
-        );
-        if ended
+        if event.ends_the_run()
             && self
                 .sync_progress
                 .as_ref()

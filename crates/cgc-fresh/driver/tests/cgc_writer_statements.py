@@ -1,0 +1,75 @@
+"""CGC 0.6.13's writer statements as the driver's unit tests feed them to
+the recording driver (the text of `codegraphcontext/tools/indexing/
+persistence/writer.py`, with its indentation: the driver recognises them
+by shape, `cgc_seam.py`). One copy for every test file that needs them.
+
+(Not a test file: `unittest discover` imports only `test_*.py`.)"""
+
+FILE_STATEMENT = """
+                MERGE (f:File {path: $path})
+                SET f.name = $name, f.relative_path = $relative_path, f.is_dependency = $is_dependency,
+                    f.language = $language
+            """
+
+DIRECTORY_STATEMENT = """
+                    MATCH (p:`{label}` {{path: $parent_path}})
+                    MERGE (d:Directory {{path: $current_path}})
+                    SET d.name = $part
+                    MERGE (p)-[:CONTAINS]->(d)
+                """
+
+FILE_CONTAINED_STATEMENT = """
+                MATCH (p:`{label}` {{path: $parent_path}})
+                MATCH (f:File {{path: $path}})
+                MERGE (p)-[:CONTAINS]->(f)
+            """
+
+NODES_STATEMENT = """
+                    UNWIND $batch AS row
+                    MERGE (n:{label} {{name: row.name, path: $file_path, line_number: row.line_number, """ \
+    """occurrence_index: row.occurrence_index}})
+                    SET n += row
+                """
+
+CONTAINED_STATEMENT = """
+                    UNWIND $batch AS row
+                    MATCH (f:File {{path: $file_path}})
+                    MATCH (n:{label} {{name: row.name, path: $file_path, line_number: row.line_number, """ \
+    """occurrence_index: row.occurrence_index}})
+                    MERGE (f)-[:CONTAINS]->(n)
+                """
+
+PARAMETERS_STATEMENT = """
+                    UNWIND $batch AS row
+                    MATCH (fn:Function {name: row.func_name, path: $file_path, line_number: row.line_number, """ \
+    """occurrence_index: row.occurrence_index})
+                    MERGE (p:Parameter {name: row.arg_name, path: $file_path, function_line_number: row.line_number})
+                    SET p.name = row.arg_name, p.path = $file_path, p.function_line_number = row.line_number
+                    MERGE (fn)-[:HAS_PARAMETER]->(p)
+                """
+
+METHODS_STATEMENT = """
+                            UNWIND $batch AS row
+                            MATCH (c:{label} {{name: row.class_name, path: $file_path}})
+                            MATCH (fn:Function {{name: row.func_name, path: $file_path, line_number: row.func_line}})
+                            WHERE row.class_line < 0 OR c.line_number = row.class_line
+                            MERGE (c)-[:CONTAINS]->(fn)
+                            """
+
+PY_IMPORTS_STATEMENT = """
+                    UNWIND $batch AS row
+                    MATCH (f:File {path: $file_path})
+                    MERGE (m:Module {name: row.name})
+                    SET m.lang = coalesce(m.lang, row.lang),
+                        m.full_import_name = coalesce(m.full_import_name, row.full_import_name)
+                    MERGE (f)-[r:IMPORTS {line_number: row.line_number, imported_name: row.imported_name}]->(m)
+                    SET r.alias = coalesce(row.alias, ""),
+                        r.full_import_name = row.full_import_name,
+                        r.lang = row.lang
+                """
+
+NAME_ONLY_STATEMENT = """
+                    UNWIND $batch AS row
+                    MERGE (n:Module {name: row.name})
+                    SET n += row
+                """
