@@ -15,6 +15,7 @@
 //! target/release/cgc-fresh-bench busy           # needs the real cgc (scripts/install-cgc.sh)
 //! target/release/cgc-fresh-bench strategies     # needs the real cgc; takes minutes
 //! target/release/cgc-fresh-bench edit-to-fresh  # reconcile vs incremental, real cgc (--modules N | --real-code)
+//! target/release/cgc-fresh-bench branch-switch  # a checkout of hundreds of files and back, real cgc (--modules N | --real-code)
 //! target/release/cgc-fresh-bench mcp            # cgc-fresh mcp vs cgc mcp start, read-your-writes; real cgc
 //! target/release/cgc-fresh-bench slow-reader    # clients that never read
 //! target/release/cgc-fresh-bench hook           # one Claude Code hook process
@@ -151,6 +152,10 @@ enum Bench {
         /// parse cache); `reconcile` takes one.
         #[arg(long, default_value_t = 5)]
         samples: usize,
+        /// Leave CGC's reconcile sample out (it takes 20 min and more at
+        /// 2 000 modules); a no-op sync records the manifest instead.
+        #[arg(long)]
+        without_reconcile: bool,
     },
     /// A shell command that rewrites hundreds of modules (a branch switch)
     /// and the switch back, each → settled sync, against `cgc index .`
@@ -163,6 +168,10 @@ enum Bench {
         /// next module, which calls it).
         #[arg(long, default_value_t = 300)]
         switched: usize,
+        /// Switch the pinned `pip` 24.0 source to `pip` 22.3.1 and back
+        /// (330 Python files differ) instead of generated modules.
+        #[arg(long)]
+        real_code: bool,
     },
     /// MCP tool calls through `cgc-fresh mcp` vs `cgc mcp start`, and the
     /// read-your-writes wait after an edit (real cgc; minutes).
@@ -276,6 +285,7 @@ fn run() -> Result<()> {
             modules,
             real_code,
             samples,
+            without_reconcile,
         } => benches::edit_to_fresh::run(
             &tools,
             &EditToFreshOptions {
@@ -285,11 +295,21 @@ fn run() -> Result<()> {
                     Codebase::Generated { modules }
                 },
                 samples,
+                without_reconcile,
             },
         ),
-        Bench::BranchSwitch { modules, switched } => {
-            benches::branch_switch::run(&tools, &BranchSwitchOptions { modules, switched })
-        }
+        Bench::BranchSwitch {
+            modules,
+            switched,
+            real_code,
+        } => benches::branch_switch::run(
+            &tools,
+            &BranchSwitchOptions {
+                modules,
+                switched,
+                real_code,
+            },
+        ),
         Bench::Mcp {
             modules,
             queries,

@@ -1,8 +1,10 @@
 //! `branch-switch`: what a `git checkout` costs the graph — a shell command
 //! that rewrites `switched` of the generated modules (each one's export
-//! renamed, and the call and import of it in the next module), then the
-//! switch back — each timed from the command's `tool_call` to the settled
-//! sync, against `cgc index .` of the same tree. Real CLI, Kùzu.
+//! renamed, and the call and import of it in the next module), or, with
+//! `--real-code`, checks the `pip` 24.0 tree out as `pip` 22.3.1
+//! (`release_branch`: 330 Python files differ) — then the switch back,
+//! each timed from the command's `tool_call` to the settled sync, against
+//! `cgc index .` of the same tree. Real CLI, Kùzu.
 //!
 //! Order: `cgc index`; the manifest recorded by a no-op sync (as `mcp`
 //! does); one incremental service takes an untimed one-file edit (the
@@ -10,6 +12,7 @@
 //! warm), then the switch there and the switch back.
 
 use std::fs;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
@@ -18,6 +21,7 @@ use serde_json::{json, Value};
 use super::codebase::{self, Codebase, Indexed};
 use super::edit_to_fresh::{driver_timings, real_service_env, strategies_ran};
 use super::mcp::record_manifest;
+use super::release_branch::{self, ReleaseBranches};
 use super::strategies::{await_settled_sync, yes_no};
 use super::Tools;
 use crate::conn::Conn;
@@ -35,6 +39,51 @@ pub struct BranchSwitchOptions {
     pub modules: usize,
     /// Modules whose export the switch renames.
     pub switched: usize,
+    /// Switch between two `pip` releases instead of generated modules.
+    pub real_code: bool,
+}
+
+/// What a switch does to the workspace.
+enum Branches {
+    /// Renames in the generated modules (`rewrites`).
+    Generated {
+        plan: Vec<(usize, Vec<usize>)>,
+        switched: usize,
+    },
+    /// A checkout of another `pip` release and back.
+    Release(ReleaseBranches),
+}
+
+impl Branches {
+    /// Rewrites the workspace for the switch `there` (or back); returns
+    /// the Python files it touched and two names that tell the branches
+    /// apart (present after the switch, absent after it).
+    fn switch(&self, ws: &Path, there: bool) -> Result<(usize, String, String)> {
+        match self {
+            Branches::Generated { plan, switched } => {
+                for (j, names) in plan {
+                    let path = ws.join(format!("pkg/mod_{j:03}.py"));
+                    let text = fs::read_to_string(&path)?;
+                    fs::write(&path, rewrite(&text, names, there))?;
+                }
+                let probe = switched / 2;
+                let (renamed, original) = (
+                    format!("m{probe:03}_exported"),
+                    format!("m{probe:03}_export"),
+                );
+                Ok(if there {
+                    (plan.len(), renamed, original)
+                } else {
+                    (plan.len(), original, renamed)
+                })
+            }
+            Branches::Release(branches) => {
+                let (from, to) = (branches.target(!there), branches.target(there));
+                let (present, absent) = release_branch::telltales(from, to)?;
+                Ok((release_branch::checkout(ws, to)?, present, absent))
+            }
+        }
+    }
 }
 
 /// Where the database's held time goes: the driver's timings from the
@@ -95,14 +144,29 @@ fn rewrite(text: &str, names: &[usize], forward: bool) -> String {
 }
 
 pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
-    if opts.switched == 0 || opts.switched > opts.modules {
-        bail!("--switched must be between 1 and --modules");
-    }
+    let codebase = if opts.real_code {
+        Codebase::Pip
+    } else {
+        if opts.switched == 0 || opts.switched > opts.modules {
+            bail!("--switched must be between 1 and --modules");
+        }
+        Codebase::Generated {
+            modules: opts.modules,
+        }
+    };
     report::section(
-        &format!(
-            "branch-switch: {} of {} generated modules rewritten by one shell command, and back",
-            opts.switched, opts.modules
-        ),
+        &if opts.real_code {
+            format!(
+                "branch-switch: the `{}` tree checked out as `{}` by one shell command, and back",
+                codebase::PIP_PIN,
+                release_branch::OTHER_PIN
+            )
+        } else {
+            format!(
+                "branch-switch: {} of {} generated modules rewritten by one shell command, and back",
+                opts.switched, opts.modules
+            )
+        },
         &tools.command_line,
     );
     let sandbox = Sandbox::new(&tools.scratch)?;
@@ -113,14 +177,15 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         index_time,
         files,
         load_before,
-    } = codebase::install_and_index(
-        &Codebase::Generated {
-            modules: opts.modules,
-        },
-        &cgc,
-        &ws,
-        "branch-switch",
-    )?;
+    } = codebase::install_and_index(&codebase, &cgc, &ws, "branch-switch")?;
+    let branches = if opts.real_code {
+        Branches::Release(ReleaseBranches::fetch(&cgc, sandbox.root())?)
+    } else {
+        Branches::Generated {
+            plan: rewrites(opts.modules, opts.switched),
+            switched: opts.switched,
+        }
+    };
     let state_home = sandbox.root().join("state-shared");
     eprintln!("cgc-fresh-bench: branch-switch: recording the manifest");
     record_manifest(tools, &sandbox, &cgc, &state_home)?;
@@ -132,52 +197,41 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
 
     // The session under way: one untimed edit starts the worker and
     // leaves the parse cache warm.
-    let last = opts.modules - 1;
-    let warm_rel = format!("pkg/mod_{last:03}.py");
+    let warm = match codebase {
+        // The last module: outside the switched ones.
+        Codebase::Generated { modules } => codebase::EditTarget {
+            rel: format!("pkg/mod_{:03}.py", modules - 1),
+            function: format!("m{:03}_helper", modules - 1),
+        },
+        Codebase::Pip => codebase::edit_targets(&codebase, &ws, 1)?
+            .into_iter()
+            .next()
+            .context("no file for the warm-up edit")?,
+    };
     harness.send(
-        &json!({"type": "tool_call", "session": "s1", "tool": "edit", "paths": [warm_rel]}),
+        &json!({"type": "tool_call", "session": "s1", "tool": "edit", "paths": [warm.rel]}),
     )?;
-    let path = ws.join(&warm_rel);
+    let path = ws.join(&warm.rel);
     let text = fs::read_to_string(&path)?;
-    let warmed = codebase::rename_definition(&text, &format!("m{last:03}_helper"), "warm_helper")
-        .context("no helper to rename in the last module")?;
+    let warmed = codebase::rename_definition(&text, &warm.function, "cgc_fresh_bench_warm")
+        .context("no function to rename for the warm-up edit")?;
     fs::write(&path, warmed)?;
     harness.send(&json!({"type": "tool_result", "session": "s1", "tool": "edit", "ok": true}))?;
     let (outcome, reported) = await_settled_sync(&mut harness, Duration::from_secs(60 * 60));
     outcome.with_context(|| format!("the warm-up edit did not settle: {reported}"))?;
 
-    let plan = rewrites(opts.modules, opts.switched);
     let mut switches = Vec::new();
-    for (name, forward) in [("there", true), ("back", false)] {
-        eprintln!(
-            "cgc-fresh-bench: branch-switch: {name} ({} files)",
-            plan.len()
-        );
+    for (name, there) in [("there", true), ("back", false)] {
+        eprintln!("cgc-fresh-bench: branch-switch: {name}");
         let started = Instant::now();
         harness
             .send(&json!({"type": "tool_call", "session": "s1", "tool": "bash", "paths": []}))?;
-        for (j, names) in &plan {
-            let path = ws.join(format!("pkg/mod_{j:03}.py"));
-            let text = fs::read_to_string(&path)?;
-            fs::write(&path, rewrite(&text, names, forward))?;
-        }
+        let (touched, present, absent) = branches.switch(&ws, there)?;
         harness
             .send(&json!({"type": "tool_result", "session": "s1", "tool": "bash", "ok": true}))?;
         let (outcome, reported) = await_settled_sync(&mut harness, Duration::from_secs(60 * 60));
         let settled = started.elapsed();
         // Idle now: the graph answers the person's own query.
-        let probe = opts.switched / 2;
-        let (present, absent) = if forward {
-            (
-                format!("m{probe:03}_exported"),
-                format!("m{probe:03}_export"),
-            )
-        } else {
-            (
-                format!("m{probe:03}_export"),
-                format!("m{probe:03}_exported"),
-            )
-        };
         let (present_count, absent_count) = (
             cgc.functions_named(&present)?,
             cgc.functions_named(&absent)?,
@@ -186,7 +240,7 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         let all_incremental = ran.iter().all(|r| r == "incremental");
         switches.push(Switch {
             name,
-            files: plan.len(),
+            files: touched,
             settled: outcome.is_ok().then_some(settled),
             ran: ran.last().cloned().unwrap_or_else(|| "?".into()),
             reported,
@@ -281,14 +335,25 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
          (`CGC_SYNC_STRATEGY='custom: --version'`). The service: `CGC_SYNC_STRATEGY=incremental`, \
          `CGC_GLOBAL_ARGS=--db kuzudb`, `CGC_FRESHNESS_MIN_SYNC_GAP_MS=0`, other settings \
          default. One untimed one-file edit first (the worker started, the parse cache warm). A \
-         switch: a `bash` `tool_call`, the files rewritten (module j's export renamed, and in \
-         module j+1 the import and call of it), the `bash` `tool_result`; the service finds the \
-         changed files by comparing the tree with its manifest; timed from the `tool_call` until \
-         a pushed state with `syncing: false` after one with `syncing: true`. Graph right: \
-         `cgc query` finds the switched module's export under the branch's name once and under \
-         the other name nowhere.",
+         switch: a `bash` `tool_call`, the files rewritten ({how}), the `bash` `tool_result`; \
+         the service finds the changed files by comparing the tree with its manifest; timed \
+         from the `tool_call` until a pushed state with `syncing: false` after one with \
+         `syncing: true`; files: the Python files the switch touched. Graph right: `cgc query` \
+         finds a function defined only on the branch switched to once and one defined only on \
+         the branch left nowhere.",
         fmt_duration(index_time),
         fmt_count(files),
+        how = if opts.real_code {
+            format!(
+                "the workspace made to hold exactly the `{}` wheel's files (sha256 `{}`, \
+                 unpacked outside the workspace), and back to `{}`'s",
+                release_branch::OTHER_PIN,
+                release_branch::OTHER_SHA256,
+                codebase::PIP_PIN
+            )
+        } else {
+            "module j's export renamed, and in module j+1 the import and call of it".to_string()
+        },
     ));
     Ok(())
 }

@@ -197,7 +197,7 @@ pub fn rename_definition(text: &str, old: &str, new: &str) -> Option<String> {
 }
 
 /// Names of every `def`/`async def`, at any depth.
-fn definitions(text: &str) -> Vec<String> {
+pub(super) fn definitions(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|line| {
             let line = line.trim_start();
@@ -220,7 +220,7 @@ fn top_level_functions(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn python_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(super) fn python_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -253,17 +253,23 @@ fn cgc_python(cgc: &RealCgc) -> Result<PathBuf> {
 }
 
 fn install_pip(cgc: &RealCgc, ws: &Path) -> Result<usize> {
-    let python = cgc_python(cgc)?;
     let download = ws
         .parent()
         .context("the workspace has no parent")?
         .join("pip-download");
-    fs::create_dir_all(&download)?;
+    let wheel = fetch_wheel(cgc, PIP_PIN, PIP_SHA256, &download)?;
+    unpack_wheel(cgc, &wheel, ws)?;
+    Ok(python_files(ws)?.len())
+}
+
+/// Downloads the wheel of `pin` into `download` (a directory of its own)
+/// with the real CLI's own `pip`, which refuses any file whose SHA-256 is
+/// not `sha256`; returns the wheel's path.
+pub fn fetch_wheel(cgc: &RealCgc, pin: &str, sha256: &str, download: &Path) -> Result<PathBuf> {
+    let python = cgc_python(cgc)?;
+    fs::create_dir_all(download)?;
     let requirements = download.join("requirements.txt");
-    fs::write(
-        &requirements,
-        format!("{PIP_PIN} --hash=sha256:{PIP_SHA256}\n"),
-    )?;
+    fs::write(&requirements, format!("{pin} --hash=sha256:{sha256}\n"))?;
     let out = Command::new(&python)
         .args([
             "-m",
@@ -276,24 +282,30 @@ fn install_pip(cgc: &RealCgc, ws: &Path) -> Result<usize> {
         .args(["--require-hashes", "--disable-pip-version-check", "-r"])
         .arg(&requirements)
         .arg("--dest")
-        .arg(&download)
+        .arg(download)
         .output()
         .with_context(|| format!("running {} -m pip download", python.display()))?;
     if !out.status.success() {
         bail!(
-            "pip download {PIP_PIN} failed ({}): {}",
+            "pip download {pin} failed ({}): {}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let wheel = fs::read_dir(&download)?
+    fs::read_dir(download)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .context("pip download left no wheel")?;
+        .with_context(|| format!("pip download {pin} left no wheel"))
+}
+
+/// Unpacks `wheel` into `dest` with `python -m zipfile` (a wheel needs no
+/// build step, so nothing from the download runs).
+pub fn unpack_wheel(cgc: &RealCgc, wheel: &Path, dest: &Path) -> Result<()> {
+    let python = cgc_python(cgc)?;
     let out = Command::new(&python)
         .args(["-m", "zipfile", "-e"])
-        .arg(&wheel)
-        .arg(ws)
+        .arg(wheel)
+        .arg(dest)
         .output()
         .context("unpacking the wheel")?;
     if !out.status.success() {
@@ -303,7 +315,7 @@ fn install_pip(cgc: &RealCgc, ws: &Path) -> Result<usize> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    Ok(python_files(ws)?.len())
+    Ok(())
 }
 
 /// `modules` Python modules in `pkg/`, each with a helper, a compute that

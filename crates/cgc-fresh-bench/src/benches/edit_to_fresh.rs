@@ -24,6 +24,7 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, EditTarget, Indexed};
+use super::mcp::record_manifest;
 use super::strategies::{await_settled_sync, yes_no};
 use super::{var, Tools};
 use crate::conn::Conn;
@@ -56,6 +57,11 @@ pub struct EditToFreshOptions {
     pub codebase: Codebase,
     /// Timed edits under `incremental` (the first with a cold parse cache).
     pub samples: usize,
+    /// Leave CGC's reconcile out (20 min and more at 2 000 modules): the
+    /// manifest the incremental samples diff against is then recorded by
+    /// a no-op sync right after the first sync after the index has made
+    /// the graph equal the tree.
+    pub without_reconcile: bool,
 }
 
 /// One timed edit.
@@ -165,17 +171,22 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
     let (restart_target, rest) = rest
         .split_last()
         .context("no file left to edit after a restart")?;
-    eprintln!("cgc-fresh-bench: edit-to-fresh: reconcile");
-    samples.extend(measure(
-        tools,
-        &sandbox,
-        &cgc,
-        &state_home,
-        "reconcile",
-        "reconcile",
-        std::slice::from_ref(first),
-        Duration::ZERO,
-    )?);
+    if opts.without_reconcile {
+        eprintln!("cgc-fresh-bench: edit-to-fresh: the manifest, by a no-op sync (no reconcile)");
+        record_manifest(tools, &sandbox, &cgc, &state_home)?;
+    } else {
+        eprintln!("cgc-fresh-bench: edit-to-fresh: reconcile");
+        samples.extend(measure(
+            tools,
+            &sandbox,
+            &cgc,
+            &state_home,
+            "reconcile",
+            "reconcile",
+            std::slice::from_ref(first),
+            Duration::ZERO,
+        )?);
+    }
     eprintln!(
         "cgc-fresh-bench: edit-to-fresh: incremental × {}",
         rest.len()
@@ -392,6 +403,13 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
         }
     }
     report::print_table(&summary);
+    if opts.without_reconcile {
+        report::note(
+            "Run with `--without-reconcile`: no reconcile sample; the manifest the incremental \
+             samples diff against was recorded by a no-op sync (`custom: --version`) on the tree \
+             the first sync after the index had brought the graph to.",
+        );
+    }
     report::note(&format!(
         "Workspace: {described}; `cgc --db kuzudb index .` took {} and found {} files. \
          Load average (1/5/15 min) before indexing: {load_before}; after the last sample: \

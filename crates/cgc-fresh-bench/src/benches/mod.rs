@@ -11,6 +11,7 @@ pub mod hook;
 pub mod idle;
 pub mod intake;
 pub mod mcp;
+pub mod release_branch;
 pub mod shutdown;
 pub mod slow_reader;
 pub mod startup;
