@@ -1,10 +1,13 @@
 //! Workspaces in other languages than Python (issue 25): the real CLI
 //! (0.6.13) indexes a small TypeScript (with a TSX file), JavaScript (with
-//! a CommonJS file), Go and Rust workspace offline — its grammars come
-//! from the pinned wheels the test venv's `tree_sitter_languages` stand-in
-//! answers from — and after an agent renames a function called from
-//! another file, the service's `incremental` sync leaves on Kùzu the graph
-//! a from-scratch index of the same tree builds.
+//! a CommonJS file), Go and Rust workspace, and one of Python and
+//! TypeScript together, offline — its grammars come from the pinned
+//! wheels the test venv's `tree_sitter_languages` stand-in answers from —
+//! and after an agent renames a function called from another file, the
+//! service's `incremental` sync leaves the graph a from-scratch index of
+//! the same tree builds, on Kùzu and on a FalkorDB server. The rename's
+//! sync parses the edited files alone: every other file's parse comes
+//! from the parse cache (`cgc_seam.FILE_ALONE_SUFFIXES`).
 //!
 //! Real-CLI tests need `CGC_FRESH_REAL_CGC` (see `scripts/test.sh`).
 
@@ -12,10 +15,11 @@ use std::collections::BTreeSet;
 
 use crate::graph_backend::{GraphBackend, GraphCli};
 use crate::incremental::{
-    agent_batch, baseline_sync, functions, replace_in, service, stop_and_compare_kuzu_with_scratch,
+    agent_batch, assert_same_as_from_scratch, baseline_sync, functions, replace_in, service,
     wait_synced_fresh, write,
 };
-use crate::support::{open_session, real_cgc, strategies_run, Sandbox};
+use crate::parse_cache::{driver_timings, figure};
+use crate::support::{open_session, strategies_run, Sandbox};
 
 /// A small workspace of one language and the edit made to it.
 struct Workspace {
@@ -33,6 +37,10 @@ struct Workspace {
     /// ... and the files the rename rewrites (its definition, the callers'
     /// imports and calls).
     edited: &'static [&'static str],
+    /// How many of `files` are of a suffix the parse cache keeps (a
+    /// `Cargo.toml` is a bare File node, handed to CGC every time:
+    /// `parse_uncached`).
+    parsed: u64,
 }
 
 const TYPESCRIPT: Workspace = Workspace {
@@ -74,6 +82,7 @@ const TYPESCRIPT: Workspace = Workspace {
     new_name: "formatSurface",
     callers: &["View", "describe"],
     edited: &["src/main.ts", "src/util.ts", "src/view.tsx"],
+    parsed: 5,
 };
 
 const JAVASCRIPT: Workspace = Workspace {
@@ -111,6 +120,7 @@ const JAVASCRIPT: Workspace = Workspace {
     new_name: "formatSurface",
     callers: &["describe", "report"],
     edited: &["lib/main.js", "lib/report.cjs", "lib/util.js"],
+    parsed: 5,
 };
 
 const GO: Workspace = Workspace {
@@ -143,6 +153,7 @@ const GO: Workspace = Workspace {
     new_name: "FormatSurface",
     callers: &["describe"],
     edited: &["main.go", "util/util.go"],
+    parsed: 3,
 };
 
 const RUST: Workspace = Workspace {
@@ -175,6 +186,42 @@ const RUST: Workspace = Workspace {
     new_name: "format_surface",
     callers: &["describe"],
     edited: &["src/lib.rs", "src/util.rs"],
+    parsed: 3,
+};
+
+/// A Python backend with a TypeScript front end in one repository: the
+/// rename is in a Python module and in TypeScript, one batch.
+const PYTHON_AND_TYPESCRIPT: Workspace = Workspace {
+    language: "python_and_typescript",
+    files: &[
+        ("backend/__init__.py", ""),
+        (
+            "backend/areas.py",
+            "def formatArea(value):\n    return f\"{value:.2f}\"\n\n\n             class Report:\n    def total(self, values):\n        return sum(values)\n",
+        ),
+        (
+            "backend/api.py",
+            "from backend.areas import formatArea, Report\n\n\n             def describe(values):\n    return formatArea(Report().total(values))\n",
+        ),
+        (
+            "web/src/util.ts",
+            "export function formatArea(value: number): string {\n  return value.toFixed(2);\n}\n",
+        ),
+        (
+            "web/src/view.ts",
+            "import { formatArea } from \"./util\";\n\n             export function View(r: number): string {\n  return formatArea(r);\n}\n",
+        ),
+    ],
+    renamed: "formatArea",
+    new_name: "formatSurface",
+    callers: &["View", "describe"],
+    edited: &[
+        "backend/api.py",
+        "backend/areas.py",
+        "web/src/util.ts",
+        "web/src/view.ts",
+    ],
+    parsed: 5,
 };
 
 /// The names of the functions with a CALLS edge to a function `callee`.
@@ -194,15 +241,20 @@ fn names(list: &[&str]) -> BTreeSet<String> {
 
 /// Indexes `workspace`, syncs the agent's rename with `incremental` and
 /// compares the synced graph with a from-scratch index.
-fn a_rename_syncs_to_the_graph_a_from_scratch_index_builds(workspace: &Workspace) {
-    let Some(cgc) = real_cgc() else { return };
+fn a_rename_syncs_to_the_graph_a_from_scratch_index_builds(
+    workspace: &Workspace,
+    backend: &GraphBackend,
+) {
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
     let language = workspace.language;
     let sandbox = Sandbox::new();
     let (ws, home) = (sandbox.workspace(), sandbox.home());
     for (rel, text) in workspace.files {
         write(&ws, rel, text);
     }
-    let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &home, language);
+    let cli = backend.cli(&cgc, &ws, &home, language);
     cli.index();
     // The grammar loaded: without it CGC writes File nodes alone, and a
     // comparison of two such graphs would prove nothing.
@@ -226,40 +278,92 @@ fn a_rename_syncs_to_the_graph_a_from_scratch_index_builds(workspace: &Workspace
         ["baseline", "incremental"],
         "{language}: the rename's sync ran incremental"
     );
+    // The rename's sync parsed the edited files and took every other
+    // parse from the cache the baseline left (the files were written
+    // before the index, long enough for their entries to be stored).
+    let timings = driver_timings(&service);
+    let rename = timings.last().expect("the rename's timings");
+    assert_eq!(
+        figure(rename, "parse_cache_misses"),
+        workspace.edited.len() as u64,
+        "{language}: only the edited files parsed: {rename}"
+    );
+    assert_eq!(
+        figure(rename, "parse_cache_hits"),
+        workspace.parsed - workspace.edited.len() as u64,
+        "{language}: {rename}"
+    );
     assert_eq!(functions(&cli, workspace.renamed), 0, "{language}");
-    assert_eq!(functions(&cli, workspace.new_name), 1, "{language}");
+    assert_eq!(
+        functions(&cli, workspace.new_name),
+        workspace.edited.len() - workspace.callers.len(),
+        "{language}: one definition per language"
+    );
     assert_eq!(
         callers_of(&cli, workspace.new_name),
         names(workspace.callers),
         "{language}: the callers are linked to the new name"
     );
     drop(conn);
-    stop_and_compare_kuzu_with_scratch(
-        service,
+    // Kùzu lets one process at a time open the database.
+    drop(service);
+    let synced = cli.dump();
+    assert_same_as_from_scratch(
         &cgc,
+        backend,
         &sandbox,
-        &cli,
+        &synced,
         language,
         &format!("{language}: a rename across files"),
     );
 }
 
-#[test]
-fn a_typescript_rename_across_files_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu() {
-    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&TYPESCRIPT);
+fn typescript(backend: &GraphBackend) {
+    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&TYPESCRIPT, backend);
 }
 
-#[test]
-fn a_javascript_rename_across_files_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu() {
-    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&JAVASCRIPT);
+fn javascript(backend: &GraphBackend) {
+    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&JAVASCRIPT, backend);
 }
 
-#[test]
-fn a_go_rename_across_packages_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu() {
-    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&GO);
+fn go(backend: &GraphBackend) {
+    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&GO, backend);
 }
 
-#[test]
-fn a_rust_rename_across_modules_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu() {
-    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&RUST);
+fn rust(backend: &GraphBackend) {
+    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&RUST, backend);
 }
+
+fn python_and_typescript(backend: &GraphBackend) {
+    a_rename_syncs_to_the_graph_a_from_scratch_index_builds(&PYTHON_AND_TYPESCRIPT, backend);
+}
+
+on_both_backends!(
+    typescript,
+    a_typescript_rename_across_files_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu,
+    a_typescript_rename_across_files_syncs_to_the_graph_a_from_scratch_index_builds_on_a_falkordb_server
+);
+
+on_both_backends!(
+    javascript,
+    a_javascript_rename_across_files_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu,
+    a_javascript_rename_across_files_syncs_to_the_graph_a_from_scratch_index_builds_on_a_falkordb_server
+);
+
+on_both_backends!(
+    go,
+    a_go_rename_across_packages_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu,
+    a_go_rename_across_packages_syncs_to_the_graph_a_from_scratch_index_builds_on_a_falkordb_server
+);
+
+on_both_backends!(
+    rust,
+    a_rust_rename_across_modules_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu,
+    a_rust_rename_across_modules_syncs_to_the_graph_a_from_scratch_index_builds_on_a_falkordb_server
+);
+
+on_both_backends!(
+    python_and_typescript,
+    a_rename_across_python_and_typescript_in_one_workspace_syncs_to_the_graph_a_from_scratch_index_builds_on_kuzu,
+    a_rename_across_python_and_typescript_in_one_workspace_syncs_to_the_graph_a_from_scratch_index_builds_on_a_falkordb_server
+);

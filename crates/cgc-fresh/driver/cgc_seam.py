@@ -18,9 +18,10 @@ real-CLI exactness tests on Kùzu, FalkorDB Lite and a FalkorDB server):
 
 Pure: the installed version is an input (`incremental.cgc_version`).
 
-Also here, below the gate: the text of CGC 0.6.13's per-file writes
-batched across files, which `batched_writes.py` runs (CGC-specific, like
-the versions above).
+Also here, below the gate: which files' parse results may be kept
+between syncs (`FILE_ALONE_SUFFIXES`), and the text of CGC 0.6.13's
+per-file writes batched across files, which `batched_writes.py` runs
+(CGC-specific, like the versions above).
 """
 
 PROVEN_CGC_VERSIONS = ("0.6.13",)
@@ -63,6 +64,38 @@ def version_gate(installed, allow_unproven, proven=PROVEN_CGC_VERSIONS):
         f"(proven: {proven_list}), so it patches nothing and CGC's own reconcile runs instead; "
         f"set {ALLOW_UNPROVEN_KEY} = true to run the incremental sync anyway"))
 
+
+# ---------------------------------------------------------------------------
+# Files whose parse reads nothing but the file itself, and whose import
+# pre-scan is a plain accumulation over files, so that a per-file result can
+# be kept (`parse_cache.py`) and a tree parsed ahead reused when no file
+# changed (`PreparedTree` in `incremental.py`). Read in CGC 0.6.13:
+# - `tools/graph_builder.py`, `GraphBuilder.parse_file`: every parser but
+#   Solidity's (which reads the repository's remappings) is called with the
+#   path, `is_dependency` and the `INDEX_SOURCE` setting alone (the
+#   settings are in the cache's key); `.d.ts` files go to the TypeScript
+#   parser;
+# - `tools/languages/{python,javascript,typescript,typescriptjsx,go,rust}.py`:
+#   each `parse` opens `path` and nothing else, and keeps nothing between
+#   files (its `index_source` is set again by every call); each
+#   `pre_scan_*` loops over its files and appends each file's names to a
+#   map of lists (TypeScript's skips a path already listed for a name), so
+#   the scans of one file at a time, concatenated in file order, are the
+#   scan of all of them;
+# - `tools/indexing/pre_scan.py`, `pre_scan_for_imports`: the scans are
+#   merged by suffix in the order the suffixes are first seen (`.d.ts` its
+#   own), each name's paths without repeats — `parse_cache.pre_scan` merges
+#   the same way.
+# Not here: notebooks (`.ipynb`, converted before parsing), and the other
+# languages, whose parsers were not read (Lua's module search and
+# Gradle's settings read other files).
+FILE_ALONE_SUFFIXES = (
+    ".py",
+    ".js", ".jsx", ".mjs", ".cjs",
+    ".ts", ".mts", ".cts", ".d.ts", ".tsx",
+    ".go",
+    ".rs",
+)
 
 # ---------------------------------------------------------------------------
 # CGC 0.6.13's per-file writes, batched across files (`batched_writes.py`).

@@ -318,12 +318,18 @@ def probe_api():
     return missing, modules
 
 
+def cgc_seam(opts):
+    """The seam with CGC (`cgc_seam.py`), loaded once per process."""
+    if "seam" not in opts:
+        opts["seam"] = load_companion(CGC_SEAM_MODULE, "cgc_fresh_cgc_seam")
+    return opts["seam"]
+
+
 def cgc_gate(opts):
     """The version gate (`cgc_seam.py`) for the installed CGC, read once
     per process: a worker runs the CGC it imported at its start."""
     if "gate" not in opts:
-        seam = load_companion(CGC_SEAM_MODULE, "cgc_fresh_cgc_seam")
-        opts["gate"] = seam.version_gate(cgc_version(), opts.get("allow_unproven", False))
+        opts["gate"] = cgc_seam(opts).version_gate(cgc_version(), opts.get("allow_unproven", False))
     return opts["gate"]
 
 
@@ -918,20 +924,22 @@ def progress_reporter(serial, quiet=False):
 _PARSE_CACHE = []
 
 
-def open_parse_cache(path, repo_posix):
-    """The parse cache at `path` (None: parse every file). Its code is the
-    module installed next to this file; any failure to load it means no
-    cache, never a failed sync."""
+def open_parse_cache(path, repo_posix, cached_suffixes):
+    """The parse cache at `path` (None: parse every file), keeping the
+    files of `cached_suffixes` (`cgc_seam.FILE_ALONE_SUFFIXES`). Its code
+    is the module installed next to this file; any failure to load it
+    means no cache, never a failed sync."""
     if not path:
         return None
     try:
         if not SERVING:
-            return load_companion(PARSE_CACHE_MODULE, "cgc_fresh_parse_cache").open_cache(path, repo_posix)
+            module = load_companion(PARSE_CACHE_MODULE, "cgc_fresh_parse_cache")
+            return module.open_cache(path, repo_posix, cached_suffixes=cached_suffixes)
         if not _PARSE_CACHE:
             module = load_companion(PARSE_CACHE_MODULE, "cgc_fresh_parse_cache")
             _PARSE_CACHE.append((module, module.Resident()))
         module, resident = _PARSE_CACHE[0]
-        return module.open_cache(path, repo_posix, resident)
+        return module.open_cache(path, repo_posix, resident, cached_suffixes)
     except Exception as exc:  # noqa: BLE001 - no cache, every file parsed
         print(f"cgc-fresh: no parse cache: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
@@ -1476,10 +1484,6 @@ VERIFY_PREPARED_ENV = "CGC_FRESH_VERIFY_PREPARED"
 # Files changed this recently (ns) before a prepare began are compared by
 # content, not by identity (see `PreparedTree`).
 PREPARED_RACY_NS = 2_000_000_000
-# Suffixes whose parse reads nothing but the file itself (see the parse
-# cache's `CACHED_SUFFIXES`): a prepared tree is used only when every file
-# has one of them.
-PREPARED_SUFFIXES = (".py",)
 
 
 def _settings():
@@ -1504,7 +1508,7 @@ class PreparedTree:
     - the same repository and the same CGC settings;
     - the same files, discovered as `cgc index` does (an added, removed or
       newly ignored file: not used), each of a suffix whose parse reads the
-      file alone (`PREPARED_SUFFIXES`) or of one CGC has no parser for
+      file alone (`cgc_seam.FILE_ALONE_SUFFIXES`) or of one CGC has no parser for
       (such a file is a bare File node, whatever it holds: `pip` has a few
       `.txt` files);
     - each file's identity (size, mtime, ctime, inode, device), taken before
@@ -1567,10 +1571,11 @@ class PreparedTree:
                 return None
         return out
 
-    def still_holds(self, repo_posix, files, parsed_suffixes):
+    def still_holds(self, repo_posix, files, parsed_suffixes, file_alone_suffixes):
         """Whether `files` (discovered now) are the prepared tree's;
         `parsed_suffixes`: the suffixes CGC has a parser for (a file of
-        another suffix is a bare File node, whatever it holds)."""
+        another suffix is a bare File node, whatever it holds);
+        `file_alone_suffixes`: those whose parse reads the file alone."""
         if repo_posix != self.repo_posix or _settings() != self.settings:
             return False
         listing = self.identities(files)
@@ -1578,7 +1583,7 @@ class PreparedTree:
             return False
         for path in listing:
             suffix = os.path.splitext(path)[1]
-            if not path.endswith(PREPARED_SUFFIXES) and (suffix in parsed_suffixes or path.endswith(".d.ts")):
+            if not path.endswith(file_alone_suffixes) and (suffix in parsed_suffixes or path.endswith(".d.ts")):
                 return False
         return self.racy_contents(listing, self.started_ns) == self.racy
 
@@ -1611,7 +1616,7 @@ def _unordered(value):
     return json.dumps(canon(value), sort_keys=True, default=repr)
 
 
-def take_prepared(repo_posix, files, parsed_suffixes, timings):
+def take_prepared(repo_posix, files, parsed_suffixes, file_alone_suffixes, timings):
     """The prepared tree, if the tree is still what it was prepared from
     (see `PreparedTree`); the prepared tree is spent either way."""
     timings["prepared_used"] = 0
@@ -1619,7 +1624,7 @@ def take_prepared(repo_posix, files, parsed_suffixes, timings):
         return None
     t = time.monotonic()
     prepared = _PREPARED.pop()
-    holds = prepared.still_holds(repo_posix, files, parsed_suffixes)
+    holds = prepared.still_holds(repo_posix, files, parsed_suffixes, file_alone_suffixes)
     timings["prepared_check_s"] = round(time.monotonic() - t, 3)
     timings["prepared_used"] = 1 if holds else 0
     if not holds:
@@ -1678,7 +1683,7 @@ def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False, prog
         rows and what the comparison with the stored edges needs."""
         t = time.monotonic()
         progress.phase("parsing", total=len(files))
-        cache = open_parse_cache(opts["parse_cache"], repo_posix)
+        cache = open_parse_cache(opts["parse_cache"], repo_posix, cgc_seam(opts).FILE_ALONE_SUFFIXES)
         imports_map = cache.pre_scan(offline, files) if cache else offline.pre_scan_imports(files)
         timings["pre_scan_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
@@ -1784,7 +1789,7 @@ def run_apply(opts, rel_paths, timings, prepare_only=False, baseline=False, prog
                     # The parse work of the sync that uses it was done here.
                     prepared.cache_timings = tree.cache.timings()
             return {}
-        tree = take_prepared(repo_posix, files, set(parsers.keys()), timings)
+        tree = take_prepared(repo_posix, files, set(parsers.keys()), cgc_seam(opts).FILE_ALONE_SUFFIXES, timings)
         if tree is None:
             tree = build_tree(files)
         elif os.environ.get(VERIFY_PREPARED_ENV) == "1":

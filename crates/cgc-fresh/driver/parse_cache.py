@@ -65,14 +65,6 @@ MAX_ENTRIES = 200_000
 # Entries of files changed this recently (ns) are not stored.
 RACY_NS = 2_000_000_000
 TUPLE_TAG = "\u0000tuple"
-# Extensions whose parse reads nothing but the file itself and whose
-# pre-scan is a plain accumulation over files (read in CodeGraphContext
-# 0.6.13's `tools/languages/python.py`: `parse` and `pre_scan_python`), so a
-# per-file result can be cached and the pre-scans merged. Other languages are
-# parsed and pre-scanned every time: some of their parsers read other files
-# (Lua's module search, Solidity's remappings, Gradle's settings), and the
-# rest were not checked.
-CACHED_SUFFIXES = (".py",)
 # Stale entries (files changed or gone) are harmless, but the file is
 # rewritten when they are this share of it, so it does not grow.
 STALE_SHARE = 0.1
@@ -191,10 +183,15 @@ class Resident:
 class ParseCache:
     """One sync's view of the cache: what was loaded, what this run adds."""
 
-    def __init__(self, path, key, resident=None):
+    def __init__(self, path, key, resident=None, cached_suffixes=()):
         self.path = path
         self.key = key
         self.resident = resident
+        # The suffixes whose parse reads nothing but the file itself and
+        # whose pre-scan is a plain accumulation over files (the driver
+        # passes `cgc_seam.FILE_ALONE_SUFFIXES`); a file of any other is
+        # parsed and pre-scanned every time.
+        self.cached_suffixes = tuple(cached_suffixes)
         carried = resident is not None and resident.key == key
         # What the worker's last request left (empty for a first request,
         # another key, or no worker).
@@ -217,6 +214,10 @@ class ParseCache:
         self.current = {}
         self.hits = 0
         self.misses = 0
+        # Files of a suffix the cache does not keep: handed to CGC every
+        # time (a bare File node's "parse" reads nothing), neither a hit
+        # nor a miss.
+        self.uncached = 0
         self.state = "cold"
         self.load_s = 0.0
         self.save_s = 0.0
@@ -362,8 +363,8 @@ class ParseCache:
     def parse(self, builder, repo, path):
         """`builder.parse_file(repo, path, False)`, from the cache when the
         file is unchanged."""
-        if path.suffix not in CACHED_SUFFIXES:
-            self.misses += 1
+        if not path.name.endswith(self.cached_suffixes):
+            self.uncached += 1
             return builder.parse_file(repo, path, False)
         key = str(path)
         ident = self._stat(path)
@@ -380,7 +381,7 @@ class ParseCache:
 
     def pre_scan(self, builder, files):
         """`builder.pre_scan_imports(files)`: CGC's `pre_scan_for_imports`,
-        with the per-file scan of `CACHED_SUFFIXES` cached and
+        with the per-file scan of `cached_suffixes` cached and
         merged in the order CGC merges them."""
         try:
             from codegraphcontext.tools.indexing import pre_scan as ps
@@ -402,7 +403,7 @@ class ParseCache:
             scanner = registry.get(ext)
             if not scanner:
                 continue
-            if ext in CACHED_SUFFIXES:
+            if ext in self.cached_suffixes:
                 found = {}
                 for file in file_list:
                     for name, paths in self._pre_scan_one(scanner, file, get_parser).items():
@@ -522,6 +523,7 @@ class ParseCache:
         return {
             "parse_cache_hits": self.hits,
             "parse_cache_misses": self.misses,
+            "parse_uncached": self.uncached,
             "parse_cache_load_s": round(self.load_s, 3),
             "parse_cache_save_s": round(self.save_s, 3),
             "parse_cache_warm": 1 if self.state == "warm" else 0,
@@ -529,13 +531,14 @@ class ParseCache:
         }
 
 
-def open_cache(path, repo_posix, resident=None):
+def open_cache(path, repo_posix, resident=None, cached_suffixes=()):
     """The cache at `path` for this repository, loaded; None when no key
     can be made (then nothing is cached). A long-lived worker passes its
-    `Resident`, the same one for every request."""
+    `Resident`, the same one for every request; `cached_suffixes`: see
+    `ParseCache` (none: every file parsed)."""
     key = cache_key(repo_posix)
     if key is None:
         return None
-    cache = ParseCache(path, key, resident)
+    cache = ParseCache(path, key, resident, cached_suffixes)
     cache.load()
     return cache

@@ -26,6 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 inc = load("incremental.py", "cgc_fresh_incremental")
 PROGRESS_PREFIX = "CGC_FRESH_PROGRESS "
+# The prepared tree's rule with Python read alone and every other suffix
+# possibly reading other files.
+PY_ALONE = (".py",)
 
 
 @contextlib.contextmanager
@@ -470,34 +473,39 @@ class PreparedTreeTest(unittest.TestCase):
                                 inc.PreparedTree.racy_contents(listing, started_ns), tree="the tree")
 
     def test_the_same_tree_holds(self):
-        self.assertTrue(self.prepared().still_holds("/repo", self.files, {".py", ".js"}))
+        self.assertTrue(self.prepared().still_holds("/repo", self.files, {".py", ".js"}, PY_ALONE))
 
     def test_another_repository_or_other_settings_do_not(self):
         prepared = self.prepared()
-        self.assertFalse(prepared.still_holds("/other", self.files, {".py"}))
+        self.assertFalse(prepared.still_holds("/other", self.files, {".py"}, PY_ALONE))
         self.modules["codegraphcontext.cli.config_manager"].load_config = lambda: {"A": "2"}
-        self.assertFalse(prepared.still_holds("/repo", self.files, {".py"}))
+        self.assertFalse(prepared.still_holds("/repo", self.files, {".py"}, PY_ALONE))
 
     def test_a_file_added_removed_or_changed_does_not(self):
         prepared = self.prepared()
-        self.assertFalse(prepared.still_holds("/repo", self.files + [self.write("b.py", "")], {".py"}))
-        self.assertFalse(prepared.still_holds("/repo", self.files[:1], {".py"}))
+        self.assertFalse(prepared.still_holds("/repo", self.files + [self.write("b.py", "")], {".py"}, PY_ALONE))
+        self.assertFalse(prepared.still_holds("/repo", self.files[:1], {".py"}, PY_ALONE))
         self.write("a.py", "a = 22\n")
-        self.assertFalse(prepared.still_holds("/repo", self.files, {".py"}))
+        self.assertFalse(prepared.still_holds("/repo", self.files, {".py"}, PY_ALONE))
 
     def test_a_file_whose_parse_may_read_other_files_does_not(self):
         files = self.files + [self.write("c.js", "x\n")]
-        self.assertFalse(self.prepared(files).still_holds("/repo", files, {".py", ".js"}))
+        self.assertFalse(self.prepared(files).still_holds("/repo", files, {".py", ".js"}, PY_ALONE))
         # Without a parser for it the file is a bare File node: it holds.
-        self.assertTrue(self.prepared(files).still_holds("/repo", files, {".py"}))
+        self.assertTrue(self.prepared(files).still_holds("/repo", files, {".py"}, PY_ALONE))
         files = self.files + [self.write("t.d.ts", "x\n")]
-        self.assertFalse(self.prepared(files).still_holds("/repo", files, {".py"}))
+        self.assertFalse(self.prepared(files).still_holds("/repo", files, {".py"}, PY_ALONE))
+
+    def test_a_file_of_a_suffix_read_alone_holds(self):
+        files = self.files + [self.write("c.js", "x\n"), self.write("t.d.ts", "x\n")]
+        alone = (".py", ".js", ".ts")
+        self.assertTrue(self.prepared(files).still_holds("/repo", files, {".py", ".js", ".ts"}, alone))
 
     def test_just_changed_files_are_compared_by_their_bytes(self):
         prepared = self.prepared()
         self.assertEqual(set(prepared.racy), set(self.files), "both files were just written")
         prepared.racy = dict(prepared.racy, **{self.files[0]: "another digest"})
-        self.assertFalse(prepared.still_holds("/repo", self.files, {".py"}))
+        self.assertFalse(prepared.still_holds("/repo", self.files, {".py"}, PY_ALONE))
         # Files older than the racy window are not read at all.
         old = self.prepared(started_ns=time.time_ns() + 2 * inc.PREPARED_RACY_NS)
         self.assertEqual(old.racy, {})
@@ -510,12 +518,12 @@ class PreparedTreeTest(unittest.TestCase):
             prepared.step1_s = 0.5
             inc._PREPARED[:] = [prepared]
             timings = {}
-            tree = inc.take_prepared(repo, self.files, {".py"}, timings)
+            tree = inc.take_prepared(repo, self.files, {".py"}, PY_ALONE, timings)
             self.assertEqual(tree, "the tree" if used else None)
             self.assertEqual(inc._PREPARED, [])
             self.assertEqual(timings["prepared_used"], used)
             self.assertEqual("parse_cache_hits" in timings, bool(used))
-        self.assertIsNone(inc.take_prepared("/repo", self.files, {".py"}, {}))
+        self.assertIsNone(inc.take_prepared("/repo", self.files, {".py"}, PY_ALONE, {}))
 
     def test_verify_names_the_part_that_differs(self):
         parts = {"parsed": {"a": ("a.py", {"functions": [1, 2]})}, "links": {}, "expected": {}, "targets": [],

@@ -123,11 +123,11 @@ class CacheCase(unittest.TestCase):
         path.write_text(text)
         return path
 
-    def request(self, files=None, resident=None, key=KEY, settled=True):
+    def request(self, files=None, resident=None, key=KEY, settled=True, cached_suffixes=(".py",)):
         """One sync's use of the cache: parse and pre-scan every file, then
         save. `settled`: the files count as changed long enough ago."""
         files = self.files if files is None else files
-        cache = pc.ParseCache(self.cache_path, key, resident)
+        cache = pc.ParseCache(self.cache_path, key, resident, cached_suffixes=cached_suffixes)
         cache.load()
         if settled:
             cache.started_ns = time.time_ns() + 2 * pc.RACY_NS
@@ -171,7 +171,20 @@ class ParseCacheTest(CacheCase):
         self.request(files)
         cache, builder, _parsed, _imports = self.request(files)
         self.assertEqual(builder.parsed, ["c.js"])
-        self.assertEqual((cache.hits, cache.misses), (0, 1))
+        self.assertEqual((cache.hits, cache.misses, cache.uncached), (0, 0, 1))
+        self.assertEqual(cache.timings()["parse_uncached"], 1)
+
+    def test_every_suffix_the_driver_names_is_cached(self):
+        files = [self.write("c.js", "x = 1\n"), *self.files]
+        alone = (".py", ".js")
+        self.request(files, cached_suffixes=alone)
+        cache, builder, _parsed, imports = self.request(files, cached_suffixes=alone)
+        self.assertEqual(builder.parsed, [])
+        self.assertEqual((cache.hits, cache.misses), (3, 0))
+        # The cached pre-scans merge as CGC merges: by suffix, in the order
+        # the suffixes are first seen.
+        c, a, b = (str(f) for f in files)
+        self.assertEqual(imports, {"c": [c], "a": [a], "b": [b], "shared": [c, a, b]})
 
     def test_the_pre_scans_merge_in_file_order_without_repeats(self):
         _cache, _builder, _parsed, imports = self.request()
