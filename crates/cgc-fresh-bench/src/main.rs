@@ -47,6 +47,7 @@ use benches::busy::BusyOptions;
 use benches::codebase::Codebase;
 use benches::connections::ConnectionsOptions;
 use benches::edit_to_fresh::EditToFreshOptions;
+use benches::generated::Language;
 use benches::intake::IntakeOptions;
 use benches::mcp::McpOptions;
 use benches::slow_reader::SlowReaderOptions;
@@ -141,9 +142,12 @@ enum Bench {
     /// A one-file edit → fresh, `incremental` and `reconcile` side by side
     /// (real cgc; minutes).
     EditToFresh {
-        /// Generated Python modules.
+        /// Generated modules.
         #[arg(long, default_value_t = 400)]
         modules: usize,
+        /// The generated modules' language.
+        #[arg(long, value_enum, default_value = "python")]
+        language: Language,
         /// Measure on the pinned `pip` source from PyPI instead of
         /// generated modules.
         #[arg(long)]
@@ -283,6 +287,7 @@ fn run() -> Result<()> {
         Bench::Strategies { modules } => benches::strategies::run(&tools, modules),
         Bench::EditToFresh {
             modules,
+            language,
             real_code,
             samples,
             without_reconcile,
@@ -292,7 +297,7 @@ fn run() -> Result<()> {
                 codebase: if real_code {
                     Codebase::Pip
                 } else {
-                    Codebase::Generated { modules }
+                    Codebase::Generated { modules, language }
                 },
                 samples,
                 without_reconcile,

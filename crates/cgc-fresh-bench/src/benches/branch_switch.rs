@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, Indexed};
 use super::edit_to_fresh::{driver_timings, real_service_env, strategies_ran};
+use super::generated::Language;
 use super::mcp::record_manifest;
 use super::release_branch::{self, ReleaseBranches};
 use super::strategies::{await_settled_sync, yes_no};
@@ -152,6 +153,7 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         }
         Codebase::Generated {
             modules: opts.modules,
+            language: Language::Python,
         }
     };
     report::section(
@@ -199,7 +201,7 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
     // leaves the parse cache warm.
     let warm = match codebase {
         // The last module: outside the switched ones.
-        Codebase::Generated { modules } => codebase::EditTarget {
+        Codebase::Generated { modules, .. } => codebase::EditTarget {
             rel: format!("pkg/mod_{:03}.py", modules - 1),
             function: format!("m{:03}_helper", modules - 1),
         },

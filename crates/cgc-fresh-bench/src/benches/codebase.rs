@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 
+use super::generated::{self, Language};
 use crate::machine::load_average;
 use crate::real_cgc::RealCgc;
 
@@ -21,8 +22,8 @@ pub const PIP_SHA256: &str = "ba0d021a166865d2265246961bec0152ff124de910c5cc39f1
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Codebase {
-    /// `modules` generated modules (`pkg/mod_NNN.py`).
-    Generated { modules: usize },
+    /// `modules` generated modules of `language` (`generated.rs`).
+    Generated { modules: usize, language: Language },
     /// The pinned `pip` source.
     Pip,
 }
@@ -30,7 +31,13 @@ pub enum Codebase {
 impl Codebase {
     pub fn label(&self) -> String {
         match self {
-            Codebase::Generated { modules } => format!("{modules} generated modules"),
+            Codebase::Generated {
+                modules,
+                language: Language::Python,
+            } => format!("{modules} generated modules"),
+            Codebase::Generated { modules, language } => {
+                format!("{modules} generated {} modules", language.name())
+            }
             Codebase::Pip => format!("real code base: {PIP_PIN}"),
         }
     }
@@ -38,7 +45,10 @@ impl Codebase {
     /// The issue's target for incremental p50 ÷ reconcile, in percent.
     pub fn share_target(&self) -> Option<u32> {
         match self {
-            Codebase::Generated { modules: 400 } => Some(10),
+            Codebase::Generated {
+                modules: 400,
+                language: Language::Python,
+            } => Some(10),
             Codebase::Pip => Some(5),
             Codebase::Generated { .. } => None,
         }
@@ -55,13 +65,7 @@ pub struct EditTarget {
 /// Fills the (empty) workspace; returns a description for the report.
 pub fn install(codebase: &Codebase, cgc: &RealCgc, ws: &Path) -> Result<String> {
     match codebase {
-        Codebase::Generated { modules } => {
-            write_generated(ws, *modules)?;
-            Ok(format!(
-                "{modules} generated modules (`pkg/mod_NNN.py`, 3 functions and a class each, \
-                 calling into the previous module) + `pkg/__init__.py`"
-            ))
-        }
+        Codebase::Generated { modules, language } => generated::write(ws, *modules, *language),
         Codebase::Pip => {
             let files = install_pip(cgc, ws)?;
             Ok(format!(
@@ -117,7 +121,7 @@ pub fn install_and_index(
 /// (it ignores directories such as `build/`; see `indexed_targets`).
 pub fn edit_targets(codebase: &Codebase, ws: &Path, count: usize) -> Result<Vec<EditTarget>> {
     match codebase {
-        Codebase::Generated { modules } => {
+        Codebase::Generated { modules, language } => {
             if *modules < count + 1 {
                 bail!("{modules} modules are too few for {count} edits");
             }
@@ -125,7 +129,7 @@ pub fn edit_targets(codebase: &Codebase, ws: &Path, count: usize) -> Result<Vec<
                 .map(|i| {
                     let m = (i + 1) * modules / (count + 1);
                     EditTarget {
-                        rel: format!("pkg/mod_{m:03}.py"),
+                        rel: language.module(m),
                         function: format!("m{m:03}_helper"),
                     }
                 })
@@ -181,19 +185,27 @@ pub fn edit_targets(codebase: &Codebase, ws: &Path, count: usize) -> Result<Vec<
     }
 }
 
-/// `text` with the definition `def old(` renamed to `def new(` (the first
-/// top-level one).
+/// How a top-level function's definition begins in each language the
+/// benches generate (`generated.rs`) or install: `def NAME(` in Python,
+/// `export function NAME(` in TypeScript and JavaScript, `func NAME(` in
+/// Go, `pub fn NAME(` in Rust.
+const DEFINITION_PREFIXES: &[&str] = &["def ", "export function ", "func ", "pub fn "];
+
+/// `text` with the definition of `old` renamed to `new` (the first
+/// top-level one: a line that begins with a definition of `old`).
 pub fn rename_definition(text: &str, old: &str, new: &str) -> Option<String> {
-    let needle = format!("def {old}(");
-    let at = text
-        .match_indices(&needle)
-        .map(|(i, _)| i)
-        .find(|&i| i == 0 || text.as_bytes()[i - 1] == b'\n')?;
-    Some(format!(
-        "{}def {new}({}",
-        &text[..at],
-        &text[at + needle.len()..]
-    ))
+    DEFINITION_PREFIXES.iter().find_map(|prefix| {
+        let needle = format!("{prefix}{old}(");
+        let at = text
+            .match_indices(&needle)
+            .map(|(i, _)| i)
+            .find(|&i| i == 0 || text.as_bytes()[i - 1] == b'\n')?;
+        Some(format!(
+            "{}{prefix}{new}({}",
+            &text[..at],
+            &text[at + needle.len()..]
+        ))
+    })
 }
 
 /// Names of every `def`/`async def`, at any depth.
@@ -318,31 +330,9 @@ pub fn unpack_wheel(cgc: &RealCgc, wheel: &Path, dest: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `modules` Python modules in `pkg/`, each with a helper, a compute that
-/// calls it and the previous module's export, an export, and a class.
+/// `modules` generated Python modules (`generated.rs`).
 pub fn write_generated(ws: &Path, modules: usize) -> Result<()> {
-    let pkg = ws.join("pkg");
-    fs::create_dir_all(&pkg)?;
-    fs::write(pkg.join("__init__.py"), "")?;
-    for i in 0..modules {
-        let (import, upstream) = match i.checked_sub(1) {
-            Some(p) => (
-                format!("from pkg.mod_{p:03} import m{p:03}_export\n\n\n"),
-                format!("m{p:03}_export(x)"),
-            ),
-            None => (String::new(), "0".to_string()),
-        };
-        let source = format!(
-            "\"\"\"Generated module {i}.\"\"\"\n{import}\
-             def m{i:03}_helper(x):\n    return x * {i} + 1\n\n\n\
-             def m{i:03}_compute(x):\n    return m{i:03}_helper(x) + {upstream}\n\n\n\
-             def m{i:03}_export(x):\n    return m{i:03}_compute(x) - 1\n\n\n\
-             class Widget{i:03}:\n    def run(self, x):\n        return m{i:03}_export(x)\n"
-        );
-        let file = pkg.join(format!("mod_{i:03}.py"));
-        fs::write(&file, source).with_context(|| format!("writing {}", file.display()))?;
-    }
-    Ok(())
+    generated::write(ws, modules, Language::Python).map(|_| ())
 }
 
 #[cfg(test)]
@@ -361,8 +351,15 @@ mod tests {
 
     #[test]
     fn generated_targets_are_distinct_modules() {
-        let targets =
-            edit_targets(&Codebase::Generated { modules: 400 }, Path::new("."), 6).unwrap();
+        let targets = edit_targets(
+            &Codebase::Generated {
+                modules: 400,
+                language: Language::Python,
+            },
+            Path::new("."),
+            6,
+        )
+        .unwrap();
         let files: std::collections::BTreeSet<_> = targets.iter().map(|t| &t.rel).collect();
         assert_eq!(files.len(), 6);
         assert_eq!(targets[0].function, "m057_helper");

@@ -24,6 +24,7 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, EditTarget, Indexed};
+use super::generated::Language;
 use super::mcp::record_manifest;
 use super::strategies::{await_settled_sync, yes_no};
 use super::{var, Tools};
@@ -44,9 +45,9 @@ const AFTER_RESTART: &str = "incremental, after a restart";
 /// The label of the first sync after `cgc index .` (with offline edits).
 const FIRST_AFTER_INDEX: &str = "incremental, first after cgc index";
 
-/// The module the offline edits add (at the workspace's root), and its
-/// function.
-const OFFLINE_MODULE: &str = "cgc_fresh_bench_offline.py";
+/// The module the offline edits add (at the workspace's root, in the
+/// workspace's language: `Language::lone_module`), and its function.
+const OFFLINE_MODULE: &str = "cgc_fresh_bench_offline";
 const OFFLINE_FUNCTION: &str = "cgc_fresh_bench_made_offline";
 
 /// The time budget of every sync (3 h).
@@ -153,7 +154,16 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
     let state_home = sandbox.root().join("state-shared");
     let mut samples = Vec::new();
     eprintln!("cgc-fresh-bench: edit-to-fresh: the first sync after `cgc index .`");
-    let offline = edit_offline(&sandbox.workspace(), offline_rename, offline_delete)?;
+    let language = match opts.codebase {
+        Codebase::Generated { language, .. } => language,
+        Codebase::Pip => Language::Python,
+    };
+    let offline = edit_offline(
+        &sandbox.workspace(),
+        language,
+        offline_rename,
+        offline_delete,
+    )?;
     samples.extend(measure(
         tools,
         &sandbox,
@@ -501,7 +511,7 @@ fn measure(
         )?;
         let text = fs::read_to_string(&path)?;
         let renamed = codebase::rename_definition(&text, &target.function, &new)
-            .with_context(|| format!("no `def {}(` in {}", target.function, target.rel))?;
+            .with_context(|| format!("no definition of {} in {}", target.function, target.rel))?;
         fs::write(&path, renamed)?;
         harness
             .send(&json!({"type": "tool_result", "session": "s1", "tool": "edit", "ok": true}))?;
@@ -593,18 +603,21 @@ impl OfflineEdits {
 /// Edits made while no service runs, as after `cgc index .` and before
 /// the first session: `rename`'s function renamed, `delete`'s module
 /// deleted, `OFFLINE_MODULE` added.
-fn edit_offline(ws: &Path, rename: &EditTarget, delete: &EditTarget) -> Result<OfflineEdits> {
+fn edit_offline(
+    ws: &Path,
+    language: Language,
+    rename: &EditTarget,
+    delete: &EditTarget,
+) -> Result<OfflineEdits> {
     let renamed_to = format!("{}_offline", rename.function);
     let path = ws.join(&rename.rel);
     let text = fs::read_to_string(&path)?;
     let renamed = codebase::rename_definition(&text, &rename.function, &renamed_to)
-        .with_context(|| format!("no `def {}(` in {}", rename.function, rename.rel))?;
+        .with_context(|| format!("no definition of {} in {}", rename.function, rename.rel))?;
     fs::write(&path, renamed)?;
     fs::remove_file(ws.join(&delete.rel))?;
-    fs::write(
-        ws.join(OFFLINE_MODULE),
-        format!("def {OFFLINE_FUNCTION}(x):\n    return x + 1\n"),
-    )?;
+    let (rel, text) = language.lone_module(OFFLINE_MODULE, OFFLINE_FUNCTION);
+    fs::write(ws.join(rel), text)?;
     Ok(OfflineEdits {
         renamed_from: rename.function.clone(),
         renamed_to,

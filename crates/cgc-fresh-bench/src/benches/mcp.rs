@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, EditTarget, Indexed};
 use super::edit_to_fresh::{driver_timings, indexed_targets, real_service_env, stored_edges_path};
+use super::generated::Language;
 use super::strategies::{await_settled_sync, yes_no};
 use super::Tools;
 use crate::conn::Conn;
@@ -167,6 +168,7 @@ pub fn run(tools: &Tools, opts: &McpOptions) -> Result<()> {
     let version = cgc.version()?;
     let codebase = Codebase::Generated {
         modules: opts.modules,
+        language: Language::Python,
     };
     let ws = sandbox.workspace();
     let Indexed {

@@ -7,6 +7,7 @@ pub mod codebase;
 pub mod connections;
 pub mod dedup;
 pub mod edit_to_fresh;
+pub mod generated;
 pub mod hook;
 pub mod idle;
 pub mod intake;
