@@ -4,7 +4,9 @@
 //! worker starts in the background, answers the driver's probe and
 //! prepares the tree, without the database, and asks whether the workspace
 //! is indexed where the first sync would have to; the first edit's sync is
-//! then applied by that worker, with no probe or listing of its own.
+//! then applied by that worker, with no probe or listing of its own. Real
+//! CLI, on Kùzu and on a FalkorDB server; the runner's decisions with the
+//! stand-in driver interpreter.
 
 use std::time::Duration;
 
@@ -12,16 +14,17 @@ use serde_json::json;
 
 use crate::graph_backend::GraphBackend;
 use crate::incremental::{
-    agent_batch, baseline_sync, functions, replace_in, service, stand_in_worker_python,
-    stop_and_compare_kuzu_with_scratch, wait_synced_fresh, worker_pids, write,
+    agent_batch, assert_same_as_from_scratch, baseline_sync, functions, replace_in, service,
+    stand_in_worker_python, wait_synced_fresh, worker_pids, write,
 };
 use crate::support::{
-    fast_env, indexed_with_fake, open_session, real_cgc, strategies_run, wait_until, Sandbox,
+    fast_env, indexed_with_fake, open_session, strategies_run, wait_until, Sandbox,
 };
 
-#[test]
-fn a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_it() {
-    let Some(cgc) = real_cgc() else { return };
+fn the_first_edit_after_a_restart_is_applied_by_the_warmed_worker(backend: &GraphBackend) {
+    let Some(cgc) = backend.real_cgc() else {
+        return;
+    };
     let sandbox = Sandbox::new();
     let (ws, home) = (sandbox.workspace(), sandbox.home());
     write(&ws, "pkg/__init__.py", "");
@@ -31,7 +34,8 @@ fn a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_i
         "pkg/b.py",
         "from pkg.a import first\n\ndef second(x):\n    return first(x)\n",
     );
-    let cli = GraphBackend::Kuzu.cli(&cgc, &ws, &home, "warm");
+    let graph = "warm";
+    let cli = backend.cli(&cgc, &ws, &home, graph);
     cli.index();
     {
         // The first service records the manifest (its baseline ran on the
@@ -86,15 +90,23 @@ fn a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_i
     assert_eq!(functions(&cli, "first_renamed"), 1);
     assert_eq!(functions(&cli, "first"), 0);
     drop(conn);
-    stop_and_compare_kuzu_with_scratch(
-        service,
+    // Kùzu lets one process at a time open the database.
+    drop(service);
+    assert_same_as_from_scratch(
         &cgc,
+        backend,
         &sandbox,
-        &cli,
-        "warm",
+        &cli.dump(),
+        graph,
         "the warmed worker's sync",
     );
 }
+
+on_both_backends!(
+    the_first_edit_after_a_restart_is_applied_by_the_warmed_worker,
+    a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_it_on_kuzu,
+    a_session_after_a_restart_warms_the_worker_and_the_first_edit_is_applied_by_it_on_a_falkordb_server
+);
 
 /// Waits for the runner's word that it warmed nothing, for `reason`.
 fn wait_skipped(service: &crate::support::Service, reason: &str) {
