@@ -17,3 +17,4 @@ pub mod sync_plan;
 pub mod sync_progress;
 pub mod warm_worker;
 pub mod watcher;
+pub mod worker_life;

@@ -31,7 +31,6 @@ use cgc_fresh_core::sync_plan::{
     interpreter_from_shebang, is_index_skip_line, list_argv, parse_driver_result, plan_sync,
     reconcile_argv, sync_argv, unanswered_worker_exit, worker_argv, worker_prepare, worker_request,
     DriverOptions, DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
-    DRIVER_EXIT_UNSUPPORTED,
 };
 use cgc_fresh_proto::SyncProgress;
 
@@ -45,9 +44,9 @@ mod start;
 mod warm_worker;
 mod worker;
 
+use cgc_fresh_core::worker_life::{AfterAnswer, AfterSettingsChange, WorkerExit, WorkerLife};
 pub use driver_files::*;
 use ending::send_end;
-use worker::Worker;
 
 pub use warm_worker::WarmUp;
 
@@ -293,10 +292,9 @@ pub struct SyncRunner {
     must_reconcile: Option<String>,
     /// Where the driver is written before use.
     driver_path: PathBuf,
-    /// The driver serving syncs (`serve`), kept between them.
-    worker: Option<Worker>,
-    /// Workers let go whose exit is still to come (not a run's news).
-    retired_workers: BTreeSet<u64>,
+    /// The driver serving syncs (`serve`), kept between them, and the
+    /// workers let go whose exit is still to come (not a run's news).
+    workers: WorkerLife,
     next_serial: u64,
     /// MCP requests (`cgc-fresh mcp`) waiting for the worker: answered
     /// between syncs, one at a time, each behind at most the running sync.
@@ -327,8 +325,7 @@ impl SyncRunner {
             .join(crate::paths::workspace_id(&workspace));
         SyncRunner {
             driver_path: state_dir.join(DRIVER_FILE),
-            worker: None,
-            retired_workers: BTreeSet::new(),
+            workers: WorkerLife::default(),
             next_serial: 0,
             mcp_queue: std::collections::VecDeque::new(),
             mcp_active: None,
@@ -499,7 +496,7 @@ impl Handler<CancelRun> for SyncRunner {
 impl Handler<PrepareSync> for SyncRunner {
     type Result = ();
     fn handle(&mut self, _: PrepareSync, ctx: &mut Self::Context) {
-        let Some(worker) = self.worker.filter(|w| !w.stale) else {
+        let Some(worker) = self.workers.usable() else {
             return;
         };
         if self.run.is_some() {
@@ -527,13 +524,12 @@ impl Handler<ConfigChanged> for SyncRunner {
             // Another `cgc` (or other root options): probe its API again,
             // and let the worker started for the old ones go.
             self.probe = None;
-            match self.worker.map(|w| w.id) {
-                Some(id) if self.applying_with(id) => {
-                    if let Some(worker) = self.worker.as_mut() {
-                        worker.stale = true;
-                    }
-                }
-                _ => self.drop_worker("the cgc settings changed"),
+            let applying = self
+                .workers
+                .current()
+                .is_some_and(|w| self.applying_with(w.id));
+            if let AfterSettingsChange::LetGo(worker) = self.workers.settings_changed(applying) {
+                self.stop_worker(worker, "the cgc settings changed");
             }
         }
         self.settings = settings;

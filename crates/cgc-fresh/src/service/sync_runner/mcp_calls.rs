@@ -92,7 +92,8 @@ impl SyncRunner {
     /// call (it answered a call asked to hold it, and nothing since made
     /// it close: a sync or prepare line, a release, its exit).
     pub(super) fn database_held(&self) -> bool {
-        self.worker
+        self.workers
+            .current()
             .is_some_and(|worker| self.database_held_by == Some(worker.id))
     }
 
@@ -122,7 +123,7 @@ impl SyncRunner {
             serial,
             tool = ask.tool(),
             hold_ms,
-            worker = self.worker.map(|w| w.pid)
+            worker = self.workers.current().map(|w| w.pid)
         );
         let line = ask.worker_line(serial, hold_ms);
         self.mcp_active = Some(ActiveMcp {
@@ -135,10 +136,10 @@ impl SyncRunner {
             timer: Some(timer),
             started: std::time::Instant::now(),
         });
-        if self.worker.is_some_and(|w| w.stale) {
+        if self.workers.current().is_some_and(|w| w.stale) {
             self.drop_worker("the cgc settings changed");
         }
-        if let Some(worker) = self.worker {
+        if let Some(worker) = self.workers.current() {
             if let Some(active) = self.mcp_active.as_mut() {
                 active.worker = Some(worker.id);
             }

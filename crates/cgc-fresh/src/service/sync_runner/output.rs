@@ -100,22 +100,26 @@ impl Handler<ChildEvent> for SyncRunner {
                 if self.warm_up_child_exited(id, status.code(), ctx) {
                     return;
                 }
-                if self.retired_workers.remove(&id) {
-                    tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, retired = true);
-                    return;
-                }
                 let current = self.run.as_ref().and_then(|run| run.phase.child());
-                if self.worker.is_some_and(|w| w.id == id) {
-                    self.worker = None;
-                    tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, applying = current == Some(id));
-                    if current != Some(id) {
-                        // Idle (its idle exit, or it died): the next sync
-                        // starts another.
+                match self.workers.exited(id, current == Some(id)) {
+                    WorkerExit::Retired => {
+                        tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, retired = true);
                         return;
                     }
-                    if self.replace_unanswering_worker(id, status.code(), during_shutdown, ctx) {
+                    WorkerExit::IdleCurrent => {
+                        // Its idle exit, or it died: the next sync starts
+                        // another.
+                        tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, applying = false);
                         return;
                     }
+                    WorkerExit::ApplyingCurrent => {
+                        tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, applying = true);
+                        if self.replace_unanswering_worker(id, status.code(), during_shutdown, ctx)
+                        {
+                            return;
+                        }
+                    }
+                    WorkerExit::NotAWorker => {}
                 }
                 // Only one child of ours runs at a time; `None` means its
                 // spawn reply is not processed yet, and this is its exit.

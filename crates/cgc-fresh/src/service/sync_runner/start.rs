@@ -294,7 +294,7 @@ impl SyncRunner {
             return;
         }
         // A worker already running needs nothing written or spawned.
-        let command = match self.worker {
+        let command = match self.workers.current() {
             Some(_) => None,
             None => match self.driver_command() {
                 Ok(command) => Some(command),
@@ -330,7 +330,7 @@ impl SyncRunner {
             },
             files = count,
             reason = baseline.as_deref(),
-            worker = self.worker.map(|w| w.pid)
+            worker = self.workers.current().map(|w| w.pid)
         );
         // On a CGC the driver was not proven against (the person allowed
         // it), every sync says so.
@@ -353,7 +353,7 @@ impl SyncRunner {
                 driver_unavailable: false,
             },
         );
-        match (self.worker, command) {
+        match (self.workers.current(), command) {
             (Some(worker), _) => {
                 let timeout = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);
                 let Some(run) = self.run.as_mut() else { return };

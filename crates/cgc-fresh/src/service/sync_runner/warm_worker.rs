@@ -74,7 +74,7 @@ impl SyncRunner {
             watcher_mode_on: self.settings.freshness.watch == WatchMode::On,
             must_reconcile: self.must_reconcile.is_some(),
             probe_refused: matches!(self.probe, Some(Err(_))),
-            worker_running: self.worker.is_some(),
+            worker_running: self.workers.current().is_some(),
             busy: self.run.is_some()
                 || self.mcp_active.is_some()
                 || self.deferred_sync.is_some()

@@ -3,24 +3,19 @@
 //! answering.
 
 use super::*;
+use cgc_fresh_core::worker_life::LiveWorker;
 
-/// The incremental driver as a long-lived child: CGC stays imported and
-/// the parse cache warm between syncs; it opens the database only while it
-/// applies a request, so it holds no lock between syncs. Started, stopped
-/// and reaped by the root supervisor like every child; a sync that is
-/// cancelled or out of time stops it (the next sync starts another). One
-/// that died while idle is known dead once its exit is reported (the
-/// supervisor reaps it, then gives its pipes up to 500 ms to drain); a sync
-/// that starts in that window asks the dead worker, fails when the exit
-/// arrives, and the next sync reconciles — slower, never a false `fresh`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Worker {
-    pub(super) id: u64,
-    pub(super) pid: u32,
-    /// Started for `cgc` settings that have changed since: let go once it
-    /// answered the request it is applying.
-    pub(super) stale: bool,
-}
+// The incremental driver as a long-lived child: CGC stays imported and
+// the parse cache warm between syncs; it opens the database only while it
+// applies a request, so it holds no lock between syncs. Started, stopped
+// and reaped by the root supervisor like every child; a sync that is
+// cancelled or out of time stops it (the next sync starts another). One
+// that died while idle is known dead once its exit is reported (the
+// supervisor reaps it, then gives its pipes up to 500 ms to drain); a sync
+// that starts in that window asks the dead worker, fails when the exit
+// arrives, and the next sync reconciles — slower, never a false `fresh`.
+// Which worker is current, and what its answers and exit mean:
+// `cgc_fresh_core::worker_life`.
 
 impl SyncRunner {
     /// Makes `paths` the current run's driver request under a new serial
@@ -151,11 +146,7 @@ impl SyncRunner {
         started: &crate::supervisor::ChildStarted,
         for_request: &str,
     ) {
-        self.worker = Some(Worker {
-            id: started.id,
-            pid: started.pid as u32,
-            stale: false,
-        });
+        self.workers.started(started.id, started.pid as u32);
         tracing::info!(
             component = COMPONENT,
             event = "driver_worker_started",
@@ -210,17 +201,15 @@ impl SyncRunner {
     /// The worker answered the current run's request with the exit code a
     /// one-shot driver would have ended with: the run ends as if it had.
     pub(super) fn worker_answered(&mut self, id: u64, code: i32, ctx: &mut Context<Self>) {
-        let Some(worker) = self.worker.filter(|w| w.id == id) else {
+        let Some(worker) = self.workers.current().filter(|w| w.id == id) else {
             return;
         };
-        if code != 0 && code != DRIVER_EXIT_UNSUPPORTED {
-            // It ends by itself after such an answer (its state is in doubt).
-            self.worker = None;
-            self.retired_workers.insert(id);
-        }
+        // After a failed answer it ends by itself (its state is in doubt);
+        // after an answer for settings that changed meanwhile it is let go.
+        let after = self.workers.answered(id, code);
         self.child_exited(worker.pid as i32, Some(code), None, String::new(), ctx);
-        if self.worker.is_some_and(|w| w.stale) {
-            self.drop_worker("the cgc settings changed");
+        if after == AfterAnswer::LetGo {
+            self.stop_worker(worker, "the cgc settings changed");
         }
     }
 
@@ -233,12 +222,17 @@ impl SyncRunner {
     /// Lets the worker go (stopped through the supervisor). If a run is
     /// applying a request with it, that run ends with its exit.
     pub(super) fn drop_worker(&mut self, reason: &'static str) {
-        let Some(worker) = self.worker.take() else {
-            return;
-        };
-        if !self.applying_with(worker.id) {
-            self.retired_workers.insert(worker.id);
+        let applying = self
+            .workers
+            .current()
+            .is_some_and(|w| self.applying_with(w.id));
+        if let Some(worker) = self.workers.let_go(applying) {
+            self.stop_worker(worker, reason);
         }
+    }
+
+    /// Stops a worker `WorkerLife` let go, through the supervisor.
+    pub(super) fn stop_worker(&mut self, worker: LiveWorker, reason: &'static str) {
         tracing::info!(
             component = COMPONENT,
             event = "driver_worker_dropped",
