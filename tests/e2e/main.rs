@@ -7,6 +7,7 @@ mod backpressure;
 mod claude_code;
 mod config;
 mod deploy;
+mod dice;
 mod faults;
 mod graph_backend;
 mod hardening;

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::dice::Dice;
 use crate::graph_backend::{GraphBackend, GraphCli};
 use crate::incremental::{
     assert_same_as_from_scratch, baseline_sync, replace_in, service, service_with,
@@ -572,35 +573,6 @@ const QUERIES_PER_EDIT: usize = 10;
 const PERSON_QUERY_EVERY: usize = 5;
 /// The seed of the edits: a failure replays with the same edits.
 const EDIT_SEED: u64 = 0x6367_632d_6672_6573;
-
-/// SplitMix64: a small deterministic generator for the edits and the
-/// queries' targets (no dependency for a test's dice).
-struct Dice(u64);
-
-impl Dice {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        assert!(n > 0, "a choice among nothing");
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())].clone()
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i + 1));
-        }
-    }
-}
 
 /// One function of the generated package: `def NAME(x): return x`, plus
 /// ` + f(x)` for each function `f` it calls.
