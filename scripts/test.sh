@@ -48,6 +48,13 @@ export CGC_FRESH_CLAUDE_CODE
 # The Claude Code end-to-end test fails (not skips) without it.
 export CGC_FRESH_REQUIRE_CLAUDE_CODE=1
 
+echo "== the real code of the seeded exactness trial (pinned packages, in a directory this suite owns)"
+CGC_FRESH_TRIAL_CODE="$(CGC_FRESH_TRIAL_CODE_DIR="${CGC_FRESH_TRIAL_CODE_DIR:-$cache/trial-code}" \
+    scripts/install-trial-code.sh | tail -n 1)"
+# Read by tests/e2e/language_trial.rs (a failure there without it, since
+# CGC_FRESH_REQUIRE_REAL_CGC is set).
+export CGC_FRESH_TRIAL_CODE
+
 echo "== Rust tests"
 cargo test --workspace --locked -- --test-threads="${CGC_FRESH_TEST_THREADS:-4}"
 
