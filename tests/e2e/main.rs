@@ -20,6 +20,7 @@ mod backends;
 mod baseline;
 mod big_batch;
 mod budget;
+mod language_trial;
 mod languages;
 mod lifetimes;
 mod mcp;
