@@ -68,9 +68,6 @@ def generic_signature(rel, src_path, src_name, dst_name, dst_path, extra=None):
     return (rel, src_name, None, dst_name, dst_path, extra, None, None, None, None, None), src_path
 
 
-# The parsed-file lists CGC's writer turns into named nodes carrying the
-# file's path (`GraphWriter.add_file_to_graph`'s item mappings, 0.6.x), and
-
 def _posix(path):
     from pathlib import Path
 
