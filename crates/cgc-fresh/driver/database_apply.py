@@ -63,58 +63,6 @@ def delete_link_edges(write, sources, changed):
             raise
 
 
-def graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, parsed, imports_map, stored_files,
-                               timings, progress):
-    """The absolute paths of the files whose nodes and imports in the graph
-    are not what a from-scratch index of the tree writes now, or that are
-    in the graph and not in the tree (`graph_baseline.py`)."""
-    t = time.monotonic()
-    baseline = companion("graph_baseline")
-    reader = kuzu_reader.KuzuReader.open(gb.db_manager, backend)
-    try:
-        stored, columns = baseline.stored_contents(reader.read if reader else read, backend, prefix,
-                                                   kuzu_reader.is_binder_error)
-    finally:
-        if reader:
-            reader.close()
-    timings["baseline_read_s"] = round(time.monotonic() - t, 3)
-    t = time.monotonic()
-    writer_class = type(gb._writer)
-    repo_name = repo.name
-
-    def expected_for(path):
-        fd = parsed[path][1]
-
-        def write_file(driver):
-            writer_class(driver, driver).add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
-
-        return baseline.expected_content(write_file, backend, columns)
-
-    # The files a from-scratch index writes (as the outcome rule below:
-    # a file without a parser gets nothing), and whether each parsed.
-    present = {p: "error" not in fd for p, (_f, fd) in parsed.items()
-               if "error" not in fd or not fd.get("unsupported")}
-    # Whose files are whose is not the baseline's to decide where another
-    # repository was indexed inside this one, or where a stored file is
-    # still on disk but no longer indexed here (ignored since the graph
-    # was built?): CGC's reconcile decides (nothing was written yet).
-    nested = sorted(r["p"] for r in read(baseline.NESTED_REPOSITORIES_QUERY, ["p"], prefix=prefix)
-                    if isinstance(r.get("p"), str) and r["p"].rstrip("/") != repo_posix.rstrip("/"))
-    if nested:
-        raise protocol.Unsupported(f"another repository is indexed inside this one ({nested[0]}): "
-                          "CGC's reconcile decides which files are whose")
-    kept = baseline.kept_on_disk(present, set(stored_files), os.path.lexists)
-    if kept:
-        raise protocol.Unsupported(f"{len(kept)} file(s) in the graph are on disk but not indexed here now "
-                          f"(ignored since the index?), e.g. {kept[0]}: CGC's reconcile decides")
-    progress.phase("comparing", total=len(present))
-    found = baseline.differing_files(present, set(stored_files), stored, expected_for, compared=progress.advance)
-    timings["baseline_compare_s"] = round(time.monotonic() - t, 3)
-    timings["baseline_files"] = len(present)
-    timings["baseline_differing"] = len(found)
-    return found
-
-
 class BatchedWrites:
     """The changed files' deletes and writes as a few statements for many
     files (`batched_writes.py`): `steps` per chunk of files, planned before
@@ -144,65 +92,6 @@ class BatchedWrites:
             self._run(driver, self.module.module_metadata_steps(rows))
 
 
-def plan_batched_writes(gb, backend, parsed, written, rewritten, imports_map, repo_name, repo_posix, timings):
-    """A `BatchedWrites` for this request's files, or None where they are
-    written file by file: too few, a backend the batched forms were not
-    proven on, or a plan `batched_writes.py` refuses (`batched_refused`
-    in the timings, the reason on stderr). Nothing is written here."""
-    t = time.monotonic()
-    timings["batched_files"] = 0
-    if len(written) < BATCHED_MIN_FILES:
-        # Nothing to batch: not even the modules are loaded (a one-file
-        # sync's lock is CGC's per-file path and nothing more).
-        return None
-    if backend not in cgc_seam.BATCHED_WRITE_BACKENDS:
-        return None
-    module = companion("batched_writes")
-    ok = sorted(p for p in written if "error" not in parsed[p][1])
-    baseline = companion("graph_baseline")
-    writer_class = type(gb._writer)
-    absent = {p: session_patches.AbsentContainerQueriesSkipped(parsed[p][1]).absent for p in ok if p in rewritten}
-    skipped = [0]
-
-    def skip(path, query):
-        labels = absent.get(path)
-        match = session_patches.AbsentContainerQueriesSkipped.QUERY.fullmatch(query) if labels else None
-        if match and match.group(1) in labels:
-            skipped[0] += 1
-            return True
-        return False
-
-    chunks = []
-    stats = {}
-    try:
-        for i in range(0, len(ok), module.MAX_FILES):
-            files = []
-            for path in ok[i:i + module.MAX_FILES]:
-                fd = parsed[path][1]
-
-                def write_file(driver, fd=fd):
-                    writer_class(driver, driver).add_file_to_graph(fd, repo_name, imports_map,
-                                                                   repo_path_str=repo_posix)
-
-                files.append((path, module.record(write_file, baseline, backend)))
-            chunks.append((len(files), module.plan(files, baseline, cgc_seam, skip=skip, stats=stats)))
-    except Exception as exc:  # noqa: BLE001 - then file by file, as CGC writes
-        # Timings are numbers (the service reads them so); the reason goes
-        # to stderr, which the service logs.
-        timings["batched_refused"] = 1
-        timings["batched_plan_s"] = round(time.monotonic() - t, 3)
-        print(f"cgc-fresh: batched writes refused, file by file: {type(exc).__name__}: {exc}"[:300],
-              file=sys.stderr, flush=True)
-        return None
-    timings["container_queries_skipped"] += skipped[0]
-    # As the per-file path counts them (`ParameterRowsBatched`).
-    timings["parameter_batches"] = stats.get("parameter_batches", 0)
-    timings["batched_files"] = len(ok)
-    timings["batched_statements"] = sum(len(steps) for _n, steps in chunks)
-    timings["batched_plan_s"] = round(time.monotonic() - t, 3)
-    return BatchedWrites(module, cgc_seam, chunks)
-
-
 class DatabaseApply:
     """Steps 2 to 4 of one request on the open database: `run(gb)`.
 
@@ -226,6 +115,121 @@ class DatabaseApply:
         self.timings = timings
         self.baseline = baseline
         self.progress = progress if progress is not None else worker.progress_reporter(None, quiet=True)
+
+    def baseline_differences(self, gb, backend, read, stored_files):
+        """The absolute paths of the files whose nodes and imports in the graph
+        are not what a from-scratch index of the tree writes now, or that are
+        in the graph and not in the tree (`graph_baseline.py`); `read`: the
+        request's reads through CGC's session."""
+        repo, repo_posix, prefix = self.repo, self.repo_posix, self.prefix
+        parsed, imports_map = self.tree.parsed, self.tree.imports_map
+        timings, progress = self.timings, self.progress
+        t = time.monotonic()
+        baseline = companion("graph_baseline")
+        reader = kuzu_reader.KuzuReader.open(gb.db_manager, backend)
+        try:
+            stored, columns = baseline.stored_contents(reader.read if reader else read, backend, prefix,
+                                                       kuzu_reader.is_binder_error)
+        finally:
+            if reader:
+                reader.close()
+        timings["baseline_read_s"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        writer_class = type(gb._writer)
+        repo_name = repo.name
+
+        def expected_for(path):
+            fd = parsed[path][1]
+
+            def write_file(driver):
+                writer_class(driver, driver).add_file_to_graph(fd, repo_name, imports_map, repo_path_str=repo_posix)
+
+            return baseline.expected_content(write_file, backend, columns)
+
+        # The files a from-scratch index writes (as the outcome rule below:
+        # a file without a parser gets nothing), and whether each parsed.
+        present = {p: "error" not in fd for p, (_f, fd) in parsed.items()
+                   if "error" not in fd or not fd.get("unsupported")}
+        # Whose files are whose is not the baseline's to decide where another
+        # repository was indexed inside this one, or where a stored file is
+        # still on disk but no longer indexed here (ignored since the graph
+        # was built?): CGC's reconcile decides (nothing was written yet).
+        nested = sorted(r["p"] for r in read(baseline.NESTED_REPOSITORIES_QUERY, ["p"], prefix=prefix)
+                        if isinstance(r.get("p"), str) and r["p"].rstrip("/") != repo_posix.rstrip("/"))
+        if nested:
+            raise protocol.Unsupported(f"another repository is indexed inside this one ({nested[0]}): "
+                              "CGC's reconcile decides which files are whose")
+        kept = baseline.kept_on_disk(present, set(stored_files), os.path.lexists)
+        if kept:
+            raise protocol.Unsupported(f"{len(kept)} file(s) in the graph are on disk but not indexed here now "
+                              f"(ignored since the index?), e.g. {kept[0]}: CGC's reconcile decides")
+        progress.phase("comparing", total=len(present))
+        found = baseline.differing_files(present, set(stored_files), stored, expected_for, compared=progress.advance)
+        timings["baseline_compare_s"] = round(time.monotonic() - t, 3)
+        timings["baseline_files"] = len(present)
+        timings["baseline_differing"] = len(found)
+        return found
+
+    def plan_batched_writes(self, gb, backend, written, rewritten):
+        """A `BatchedWrites` for this request's `written` files (`rewritten`:
+        those the graph held), or None where they are written file by file:
+        too few, a backend the batched forms were not proven on, or a plan
+        `batched_writes.py` refuses (`batched_refused` in the timings, the
+        reason on stderr). Nothing is written here."""
+        parsed, imports_map = self.tree.parsed, self.tree.imports_map
+        repo_name, repo_posix, timings = self.repo.name, self.repo_posix, self.timings
+        t = time.monotonic()
+        timings["batched_files"] = 0
+        if len(written) < BATCHED_MIN_FILES:
+            # Nothing to batch: not even the modules are loaded (a one-file
+            # sync's lock is CGC's per-file path and nothing more).
+            return None
+        if backend not in cgc_seam.BATCHED_WRITE_BACKENDS:
+            return None
+        module = companion("batched_writes")
+        ok = sorted(p for p in written if "error" not in parsed[p][1])
+        baseline = companion("graph_baseline")
+        writer_class = type(gb._writer)
+        absent = {p: session_patches.AbsentContainerQueriesSkipped(parsed[p][1]).absent for p in ok if p in rewritten}
+        skipped = [0]
+
+        def skip(path, query):
+            labels = absent.get(path)
+            match = session_patches.AbsentContainerQueriesSkipped.QUERY.fullmatch(query) if labels else None
+            if match and match.group(1) in labels:
+                skipped[0] += 1
+                return True
+            return False
+
+        chunks = []
+        stats = {}
+        try:
+            for i in range(0, len(ok), module.MAX_FILES):
+                files = []
+                for path in ok[i:i + module.MAX_FILES]:
+                    fd = parsed[path][1]
+
+                    def write_file(driver, fd=fd):
+                        writer_class(driver, driver).add_file_to_graph(fd, repo_name, imports_map,
+                                                                       repo_path_str=repo_posix)
+
+                    files.append((path, module.record(write_file, baseline, backend)))
+                chunks.append((len(files), module.plan(files, baseline, cgc_seam, skip=skip, stats=stats)))
+        except Exception as exc:  # noqa: BLE001 - then file by file, as CGC writes
+            # Timings are numbers (the service reads them so); the reason goes
+            # to stderr, which the service logs.
+            timings["batched_refused"] = 1
+            timings["batched_plan_s"] = round(time.monotonic() - t, 3)
+            print(f"cgc-fresh: batched writes refused, file by file: {type(exc).__name__}: {exc}"[:300],
+                  file=sys.stderr, flush=True)
+            return None
+        timings["container_queries_skipped"] += skipped[0]
+        # As the per-file path counts them (`ParameterRowsBatched`).
+        timings["parameter_batches"] = stats.get("parameter_batches", 0)
+        timings["batched_files"] = len(ok)
+        timings["batched_statements"] = sum(len(steps) for _n, steps in chunks)
+        timings["batched_plan_s"] = round(time.monotonic() - t, 3)
+        return BatchedWrites(module, cgc_seam, chunks)
 
     def run(self, gb):
         """Steps 2 to 4 through CGC's graph builder `gb` (its database
@@ -308,8 +312,7 @@ class DatabaseApply:
             # Nothing proves what the graph holds: the files it does not hold
             # as a from-scratch index would are the changed ones
             # (`graph_baseline.py`).
-            found = graph_baseline_differences(gb, backend, read, repo, repo_posix, prefix, parsed, imports_map,
-                                               stored_files, timings, progress)
+            found = self.baseline_differences(gb, backend, read, stored_files)
             for abs_path in sorted(found - changed_abs):
                 changed.append((abs_path[len(prefix):], abs_path))
             changed_abs |= found
@@ -373,8 +376,7 @@ class DatabaseApply:
         rewritten = {p for p in written if p in stored_files}
         deletes = sorted(set(to_delete) | rewritten)
         repo_name = repo.name
-        batch = plan_batched_writes(gb, backend, parsed, written, rewritten, imports_map, repo_name, repo_posix,
-                                    timings)
+        batch = self.plan_batched_writes(gb, backend, written, rewritten)
         progress.phase("writing", total=len(deletes) + len(written))
         delete_link_edges(write, unlink, changed_list)
         break_delete = os.environ.get(BREAK_DELETE_FOR_TESTS_ENV) == "1"
