@@ -28,8 +28,6 @@ def run_apply(worker, rel_paths, timings, prepare_only=False, baseline=False, pr
     from codegraphcontext.cli.config_manager import get_config_value, resolve_context
     from codegraphcontext.tools.graph_builder import GraphBuilder
     from codegraphcontext.tools.indexing.discovery import discover_files_to_index
-    from codegraphcontext.tools.indexing.persistence.writer import sort_import_rows_for_metadata
-    from codegraphcontext.tools.indexing.resolution import inheritance as inh
 
     timings["imports_s"] = round(time.monotonic() - timings.pop("_t0"), 3)
     t = time.monotonic()
@@ -61,93 +59,6 @@ def run_apply(worker, rel_paths, timings, prepare_only=False, baseline=False, pr
         def get_backend_type(self):
             return "none"
 
-    def build_tree(files):
-        """Step 1 over `files`: the tree's parse results, resolved link
-        rows and what the comparison with the stored edges needs."""
-        t = time.monotonic()
-        progress.phase("parsing", total=len(files))
-        cache = worker.open_parse_cache(worker.opts["parse_cache"], repo_posix, cgc_seam.FILE_ALONE_SUFFIXES)
-        imports_map = cache.pre_scan(offline, files) if cache else offline.pre_scan_imports(files)
-        timings["pre_scan_s"] = round(time.monotonic() - t, 3)
-        t = time.monotonic()
-        parsed = {}
-        for f in sorted(files, key=lambda p: str(p)):
-            fd = cache.parse(offline, repo, f) if cache else offline.parse_file(repo, f, False)
-            parsed[Path(fd.get("path") or f).resolve().as_posix()] = (f, fd)
-            progress.advance()
-        all_ok = sorted((fd for (_f, fd) in parsed.values() if "error" not in fd),
-                        key=lambda d: str(d.get("path") or ""))
-        timings["parse_s"] = round(time.monotonic() - t, 3)
-        t = time.monotonic()
-
-        inheritance_batch, csharp_files = inh.build_inheritance_and_csharp_files(all_ok, imports_map)
-        implements_batch = inh.build_go_implements_links(all_ok)
-        implements_batch.extend(inh.build_haskell_implements_links(all_ok))
-        implements_batch.extend(inh.build_elixir_implements_links(all_ok))
-        links = {
-            "inheritance": inheritance_batch,
-            "implements": implements_batch,
-            "embeds": inh.build_embeds_links(all_ok),
-            "companion_of": inh.build_companion_of_links(all_ok),
-            "partial_of": inh.build_partial_of_links(all_ok),
-            "part_of": inh.build_part_of_links(all_ok),
-            "metaclass": inh.build_metaclass_links(all_ok, imports_map),
-            "decorated_by": inh.build_decorated_by_links(all_ok, imports_map),
-            "binds": inh.build_binds_links(all_ok, imports_map),
-            "previews": inh.build_previews_links(all_ok, imports_map),
-        }
-        links["calls"] = tuple(worker.resolve_calls(all_ok, imports_map, timings))
-        writer_nodes = signatures.WriterNodes(fd for (_f, fd) in parsed.values())
-        expected = signatures.row_signatures(links, writer_nodes)
-        targets = signatures.row_targets(links)
-        csharp_paths = {Path(fd["path"]).resolve().as_posix() for fd in csharp_files}
-        timings["resolve_s"] = round(time.monotonic() - t, 3)
-
-        # What a from-scratch index leaves in a shared Module's
-        # full_import_name / lang: the first importer in path order writes them
-        # (`coalesce(m.x, row.x)` over that file's rows in metadata order), and
-        # which of its rows wins depends on the backend (see
-        # `module_metadata_row`). Both candidates are kept until the database
-        # says which backend it is.
-        module_first = {}
-        module_defined = set()
-        for fd in all_ok:
-            for item in fd.get("modules", []) or []:
-                module_defined.add(item.get("name"))
-            lang = fd.get("lang")
-            if lang in {"javascript", "typescript", "tsx"}:
-                continue
-            rows = []
-            for imp in fd.get("imports", []) or []:
-                if lang == "python" and imp.get("source"):
-                    module_name = imp.get("source")
-                else:
-                    module_name = imp.get("name") or imp.get("source") or imp.get("full_import_name")
-                if not module_name:
-                    continue
-                rows.append(
-                    {
-                        "name": module_name,
-                        "full_import_name": imp.get("full_import_name") or imp.get("source") or module_name,
-                        "imported_name": imp.get("imported_name") or imp.get("name") or module_name,
-                        "alias": imp.get("alias"),
-                        "line_number": imp.get("line_number") or 0,
-                        "lang": imp.get("lang") or lang,
-                    }
-                )
-            first_importer = {}
-            for row in sort_import_rows_for_metadata(rows):
-                if row["name"] in module_first:
-                    continue
-                values = (row["full_import_name"], row["lang"])
-                first_importer.setdefault(row["name"], {"first_row": values})["last_row"] = values
-            module_first.update(first_importer)
-        return prepared_tree.TreeState(
-            parsed=parsed, links=links, expected=expected, writer_nodes=writer_nodes, targets=targets,
-            csharp_paths=csharp_paths, module_first=module_first, module_defined=module_defined,
-            imports_map=imports_map, cache=cache,
-        )
-
     with session_patches.RealpathMemo():
         offline = OfflineBuilder(NoDatabase(), None, None)
         parsers = offline.parsers
@@ -159,7 +70,7 @@ def run_apply(worker, rel_paths, timings, prepare_only=False, baseline=False, pr
             listing = prepared_tree.PreparedTree.identities(files)
             racy = prepared_tree.PreparedTree.racy_contents(listing, started_ns)
             step1 = time.monotonic()
-            tree = build_tree(files)
+            tree = build_tree(worker, offline, repo, files, timings, progress)
             step1 = time.monotonic() - step1
             prepared = None
             if racy is not None and prepared_tree.PreparedTree.racy_contents(listing, started_ns) == racy:
@@ -175,9 +86,9 @@ def run_apply(worker, rel_paths, timings, prepare_only=False, baseline=False, pr
             return {}
         tree = worker.take_prepared(repo_posix, files, set(parsers.keys()), cgc_seam.FILE_ALONE_SUFFIXES, timings)
         if tree is None:
-            tree = build_tree(files)
+            tree = build_tree(worker, offline, repo, files, timings, progress)
         elif os.environ.get(prepared_tree.VERIFY_PREPARED_ENV) == "1":
-            prepared_tree.PreparedTree.verify(tree, build_tree(files))
+            prepared_tree.PreparedTree.verify(tree, build_tree(worker, offline, repo, files, timings, progress))
             timings["prepared_verified"] = 1
 
     changed = []
@@ -212,3 +123,99 @@ def run_apply(worker, rel_paths, timings, prepare_only=False, baseline=False, pr
         # From opening the database until it is closed: how long the
         # person's own `cgc` is locked out.
         timings["db_held_s"] = round(time.monotonic() - lock_t0, 3)
+
+
+def build_tree(worker, offline, repo, files, timings, progress):
+    """Step 1 over `files` of the workspace `repo` (a resolved `Path`),
+    with `offline` (CGC's graph builder without a database): the tree's
+    parse results, resolved link rows and what the comparison with the
+    stored edges needs (a `prepared_tree.TreeState`)."""
+    from pathlib import Path
+
+    from codegraphcontext.tools.indexing.persistence.writer import sort_import_rows_for_metadata
+    from codegraphcontext.tools.indexing.resolution import inheritance as inh
+
+    repo_posix = repo.as_posix()
+    t = time.monotonic()
+    progress.phase("parsing", total=len(files))
+    cache = worker.open_parse_cache(worker.opts["parse_cache"], repo_posix, cgc_seam.FILE_ALONE_SUFFIXES)
+    imports_map = cache.pre_scan(offline, files) if cache else offline.pre_scan_imports(files)
+    timings["pre_scan_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+    parsed = {}
+    for f in sorted(files, key=lambda p: str(p)):
+        fd = cache.parse(offline, repo, f) if cache else offline.parse_file(repo, f, False)
+        parsed[Path(fd.get("path") or f).resolve().as_posix()] = (f, fd)
+        progress.advance()
+    all_ok = sorted((fd for (_f, fd) in parsed.values() if "error" not in fd),
+                    key=lambda d: str(d.get("path") or ""))
+    timings["parse_s"] = round(time.monotonic() - t, 3)
+    t = time.monotonic()
+
+    inheritance_batch, csharp_files = inh.build_inheritance_and_csharp_files(all_ok, imports_map)
+    implements_batch = inh.build_go_implements_links(all_ok)
+    implements_batch.extend(inh.build_haskell_implements_links(all_ok))
+    implements_batch.extend(inh.build_elixir_implements_links(all_ok))
+    links = {
+        "inheritance": inheritance_batch,
+        "implements": implements_batch,
+        "embeds": inh.build_embeds_links(all_ok),
+        "companion_of": inh.build_companion_of_links(all_ok),
+        "partial_of": inh.build_partial_of_links(all_ok),
+        "part_of": inh.build_part_of_links(all_ok),
+        "metaclass": inh.build_metaclass_links(all_ok, imports_map),
+        "decorated_by": inh.build_decorated_by_links(all_ok, imports_map),
+        "binds": inh.build_binds_links(all_ok, imports_map),
+        "previews": inh.build_previews_links(all_ok, imports_map),
+    }
+    links["calls"] = tuple(worker.resolve_calls(all_ok, imports_map, timings))
+    writer_nodes = signatures.WriterNodes(fd for (_f, fd) in parsed.values())
+    expected = signatures.row_signatures(links, writer_nodes)
+    targets = signatures.row_targets(links)
+    csharp_paths = {Path(fd["path"]).resolve().as_posix() for fd in csharp_files}
+    timings["resolve_s"] = round(time.monotonic() - t, 3)
+
+    # What a from-scratch index leaves in a shared Module's
+    # full_import_name / lang: the first importer in path order writes them
+    # (`coalesce(m.x, row.x)` over that file's rows in metadata order), and
+    # which of its rows wins depends on the backend (see
+    # `module_metadata_row`). Both candidates are kept until the database
+    # says which backend it is.
+    module_first = {}
+    module_defined = set()
+    for fd in all_ok:
+        for item in fd.get("modules", []) or []:
+            module_defined.add(item.get("name"))
+        lang = fd.get("lang")
+        if lang in {"javascript", "typescript", "tsx"}:
+            continue
+        rows = []
+        for imp in fd.get("imports", []) or []:
+            if lang == "python" and imp.get("source"):
+                module_name = imp.get("source")
+            else:
+                module_name = imp.get("name") or imp.get("source") or imp.get("full_import_name")
+            if not module_name:
+                continue
+            rows.append(
+                {
+                    "name": module_name,
+                    "full_import_name": imp.get("full_import_name") or imp.get("source") or module_name,
+                    "imported_name": imp.get("imported_name") or imp.get("name") or module_name,
+                    "alias": imp.get("alias"),
+                    "line_number": imp.get("line_number") or 0,
+                    "lang": imp.get("lang") or lang,
+                }
+            )
+        first_importer = {}
+        for row in sort_import_rows_for_metadata(rows):
+            if row["name"] in module_first:
+                continue
+            values = (row["full_import_name"], row["lang"])
+            first_importer.setdefault(row["name"], {"first_row": values})["last_row"] = values
+        module_first.update(first_importer)
+    return prepared_tree.TreeState(
+        parsed=parsed, links=links, expected=expected, writer_nodes=writer_nodes, targets=targets,
+        csharp_paths=csharp_paths, module_first=module_first, module_defined=module_defined,
+        imports_map=imports_map, cache=cache,
+    )

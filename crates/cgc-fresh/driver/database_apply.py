@@ -231,6 +231,62 @@ class DatabaseApply:
         timings["batched_plan_s"] = round(time.monotonic() - t, 3)
         return BatchedWrites(module, cgc_seam, chunks)
 
+    def read_stored(self, gb, backend, read):
+        """The repository's stored link edges as signatures per source file,
+        and its stored File paths; straight through Kùzu where it can
+        (`KuzuReader`), else through `read` (CGC's session)."""
+        repo, prefix, timings = self.repo, self.prefix, self.timings
+        files = {p.replace("\\", "/") for p in gb.get_repo_file_paths(repo)}
+        edges = {}
+        reader = kuzu_reader.KuzuReader.open(gb.db_manager, backend)
+        timings["stored_edges_read_direct"] = 1 if reader else 0
+        keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
+        try:
+            for rel, shape, query in cgc_seam.stored_edge_queries():
+                try:
+                    records = (reader.read if reader else read)(query, keys, prefix=prefix)
+                except Exception as exc:  # noqa: BLE001
+                    if kuzu_reader.is_binder_error(exc):
+                        continue
+                    raise
+                for rec in records:
+                    edges.setdefault(rec.get("src"), set()).add(signatures.stored_signature(rel, shape, rec))
+        finally:
+            if reader:
+                reader.close()
+        return edges, files
+
+    def write_links(self, writer, relink, changed_abs):
+        """Writes the link rows of the files in `relink` with CGC's writer:
+        inheritance-type edges first, then calls (and C++'s class-function
+        links where a changed file is C++)."""
+        parsed, links, imports_map = self.tree.parsed, self.tree.links, self.tree.imports_map
+        csharp_paths, repo_posix = self.tree.csharp_paths, self.repo_posix
+
+        def pick(key):
+            return [row for row in links[key] if signatures.row_source(key, row) in relink]
+
+        inheritance_rows = [row for row in links["inheritance"] if row.get("path") in relink]
+        csharp_rows = [fd for (p, (_f, fd)) in parsed.items()
+                       if p in csharp_paths and p in relink and "error" not in fd]
+        writer.write_inheritance_links(inheritance_rows, csharp_rows, imports_map)
+        writer.write_implements_links(pick("implements"))
+        writer.write_embeds_links(pick("embeds"))
+        writer.write_companion_of_links(pick("companion_of"))
+        writer.write_partial_of_links(pick("partial_of"))
+        writer.write_part_of_links(pick("part_of"))
+        writer.write_metaclass_links(pick("metaclass"))
+        writer.write_decorated_by_links(pick("decorated_by"))
+        writer.write_binds_links(pick("binds"))
+        writer.write_previews_links(pick("previews"))
+        call_groups = [
+            [row for row in group if isinstance(row, dict) and row.get("caller_file_path") in relink]
+            for group in links["calls"]
+        ]
+        writer.write_function_call_groups(*call_groups)
+        if any(p.endswith((".cpp", ".h", ".hpp", ".hh")) for p in changed_abs):
+            writer.write_cpp_class_function_links(repo_posix)
+
     def run(self, gb):
         """Steps 2 to 4 through CGC's graph builder `gb` (its database
         open): the request's per-path outcomes and counts."""
@@ -274,34 +330,11 @@ class DatabaseApply:
         repaired = companion("falkordb_index").repair(driver, backend)
         timings["falkordb_index_repaired"] = len(repaired)
 
-        def read_stored():
-            """The repository's stored File paths, and its stored link edges as
-            signatures per source file."""
-            files = {p.replace("\\", "/") for p in gb.get_repo_file_paths(repo)}
-            edges = {}
-            reader = kuzu_reader.KuzuReader.open(gb.db_manager, backend)
-            timings["stored_edges_read_direct"] = 1 if reader else 0
-            keys = ["src", "sn", "sl", "dn", "dp", "ln", "fcn", "ak", "conf", "tier", "cl", "x", "y", "z"]
-            try:
-                for rel, shape, query in cgc_seam.stored_edge_queries():
-                    try:
-                        records = (reader.read if reader else read)(query, keys, prefix=prefix)
-                    except Exception as exc:  # noqa: BLE001
-                        if kuzu_reader.is_binder_error(exc):
-                            continue
-                        raise
-                    for rec in records:
-                        edges.setdefault(rec.get("src"), set()).add(signatures.stored_signature(rel, shape, rec))
-            finally:
-                if reader:
-                    reader.close()
-            return edges, files
-
         memo = self.worker.stored_edge_memo()
         place = memo.place(backend, getattr(gb.db_manager, "db_path", None), prefix) if memo else None
         remembered = memo.recall(place) if memo else None
         if remembered is None or memo.verify:
-            stored, stored_files = read_stored()
+            stored, stored_files = self.read_stored(gb, backend, read)
             if memo:
                 memo.check(remembered, (stored, stored_files))
         else:
@@ -431,30 +464,7 @@ class DatabaseApply:
         timings["nodes_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
         progress.phase("linking")
-
-        def pick(key):
-            return [row for row in links[key] if signatures.row_source(key, row) in relink]
-
-        inheritance_rows = [row for row in links["inheritance"] if row.get("path") in relink]
-        csharp_rows = [fd for (p, (_f, fd)) in parsed.items()
-                       if p in csharp_paths and p in relink and "error" not in fd]
-        writer.write_inheritance_links(inheritance_rows, csharp_rows, imports_map)
-        writer.write_implements_links(pick("implements"))
-        writer.write_embeds_links(pick("embeds"))
-        writer.write_companion_of_links(pick("companion_of"))
-        writer.write_partial_of_links(pick("partial_of"))
-        writer.write_part_of_links(pick("part_of"))
-        writer.write_metaclass_links(pick("metaclass"))
-        writer.write_decorated_by_links(pick("decorated_by"))
-        writer.write_binds_links(pick("binds"))
-        writer.write_previews_links(pick("previews"))
-        call_groups = [
-            [row for row in group if isinstance(row, dict) and row.get("caller_file_path") in relink]
-            for group in links["calls"]
-        ]
-        writer.write_function_call_groups(*call_groups)
-        if any(p.endswith((".cpp", ".h", ".hpp", ".hh")) for p in changed_abs):
-            writer.write_cpp_class_function_links(repo_posix)
+        self.write_links(writer, relink, changed_abs)
         timings["links_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
 
