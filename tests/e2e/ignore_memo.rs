@@ -1,5 +1,5 @@
 //! The worker's `.cgcignore` memo (`RequestMemos._memoize_ignore_matches`
-//! in `driver/incremental.py`) on a stand-in for CodeGraphContext's matcher
+//! in `driver/session_patches.py`) on a stand-in for CodeGraphContext's matcher
 //! (`ignore_memo_check.py`): it gives the matcher's own answers, asks the
 //! matcher again only under other rules, and stays bounded. Discovery
 //! through it on CodeGraphContext itself runs in every real-CLI sync of
@@ -9,7 +9,10 @@ use crate::support::{driver_source, python_check};
 
 #[test]
 fn ignore_answers_are_remembered_per_rule_set_and_equal_the_matchers_own() {
-    let cases = python_check("ignore_memo_check.py", &[&driver_source("incremental.py")]);
+    let cases = python_check(
+        "ignore_memo_check.py",
+        &[&driver_source("session_patches.py")],
+    );
     let asked: Vec<(&str, u64)> = cases
         .iter()
         .map(|c| {

@@ -1,9 +1,9 @@
 """The worker's `.cgcignore` memo (`RequestMemos._memoize_ignore_matches`
-in `driver/incremental.py`) on a stand-in for CodeGraphContext's matcher
+in `driver/session_patches.py`) on a stand-in for CodeGraphContext's matcher
 (the same rule walk as `CGCIgnoreMatcher.match_file` in 0.6.13: the last
 rule that matches decides, a negated one un-ignores).
 
-    python ignore_memo_check.py DRIVER
+    python ignore_memo_check.py SESSION_PATCHES_PY
 
 Prints one JSON line per case: the memo's answers, the matcher's own
 answers, and how many paths the matcher itself was asked. The Rust test
@@ -40,16 +40,19 @@ class CGCIgnoreMatcher:
         return ignored
 
 
-def load_driver(path):
-    return stand_in_cgc.load_driver(path, cgcignore={"CGCIgnoreMatcher": CGCIgnoreMatcher})
+def load_patches(path):
+    return stand_in_cgc.load_module(path, "cgc_fresh_session_patches",
+                                    cgcignore={"CGCIgnoreMatcher": CGCIgnoreMatcher})
 
 
-def answers(driver, patterns, paths=PATHS):
+def answers(patches, memo, patterns, paths=PATHS, max_entries=None):
     """(memo's answers, matcher's own answers, paths the matcher was asked
-    through the memo) for a matcher made of `patterns`."""
+    through the memo) for a matcher made of `patterns`, with the worker's
+    memo `memo` (kept from one request to the next)."""
     matcher = CGCIgnoreMatcher("/repo", patterns)
     CGCIgnoreMatcher.asked = 0
-    with driver.RequestMemos():
+    bound = {} if max_entries is None else {"max_entries": max_entries}
+    with patches.RequestMemos(memo, **bound):
         through_memo = [matcher.match_file(p) for p in paths]
         # A path object is matched as shipped, never from the memo.
         from pathlib import PurePosixPath
@@ -61,7 +64,8 @@ def answers(driver, patterns, paths=PATHS):
 
 
 def main():
-    driver = load_driver(sys.argv[1])
+    patches = load_patches(sys.argv[1])
+    memo = {}
     build = [r"(^|/)build(/.*)?\Z"]
     cases = [
         ("first matcher", build),
@@ -74,13 +78,13 @@ def main():
         ("the first rules once more", build),
     ]
     for name, patterns in cases:
-        memo, own, asked = answers(driver, patterns)
-        print(json.dumps({"case": name, "memo": memo, "own": own, "asked": asked}))
+        through_memo, own, asked = answers(patches, memo, patterns)
+        print(json.dumps({"case": name, "memo": through_memo, "own": own, "asked": asked}))
     # The memo stays bounded: past its limit it starts again.
-    driver.IGNORE_MEMO_MAX = 3
-    memo, own, asked = answers(driver, build, [f"build/n{i}.py" for i in range(4)] + ["m.py"] * 2)
-    kept = sum(len(v) for v in driver._IGNORE_MEMO.values())
-    print(json.dumps({"case": "bounded", "memo": memo, "own": own, "asked": asked, "kept": kept}))
+    through_memo, own, asked = answers(patches, memo, build, [f"build/n{i}.py" for i in range(4)] + ["m.py"] * 2,
+                                       max_entries=3)
+    kept = sum(len(v) for v in memo.values())
+    print(json.dumps({"case": "bounded", "memo": through_memo, "own": own, "asked": asked, "kept": kept}))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 //! When a worker's request uses the tree it prepared during the batching
-//! window (`PreparedTree` in `driver/incremental.py`), on real files and a
+//! window (`PreparedTree` in `driver/prepared_tree.py`), on real files and a
 //! stand-in for CodeGraphContext's settings (`prepared_tree_check.py`):
 //! only while the tree is what was prepared. Its use on CodeGraphContext
 //! itself is checked end to end in `incremental.rs`
@@ -11,7 +11,7 @@ use crate::support::{driver_source, python_check};
 fn a_prepared_tree_is_used_only_while_every_file_and_setting_is_as_it_was() {
     let cases: Vec<(String, bool, i64)> = python_check(
         "prepared_tree_check.py",
-        &[&driver_source("incremental.py")],
+        &[&driver_source("prepared_tree.py")],
     )
     .iter()
     .map(|v| {

@@ -1,8 +1,10 @@
 """The rules by which a worker's request uses the tree it prepared
-(`PreparedTree` in `driver/incremental.py`), without CodeGraphContext: the
-files are real files in a temporary directory, CGC's settings a stand-in.
+(`PreparedTree` in `driver/prepared_tree.py`), without CodeGraphContext:
+the files are real files in a temporary directory, CGC's settings a
+stand-in, the suffixes whose parse reads the file alone the driver's own
+(`cgc_seam.FILE_ALONE_SUFFIXES`, from `cgc_seam.py` beside it).
 
-    python prepared_tree_check.py DRIVER
+    python prepared_tree_check.py PREPARED_TREE_PY
 
 Prints one JSON line per case: whether the prepared tree still holds, and
 how many files it compared by content. The Rust test (`prepared_tree.rs`)
@@ -18,24 +20,25 @@ import time
 from pathlib import Path
 
 
-def load_driver(path):
-    spec = importlib.util.spec_from_file_location("cgc_fresh_driver", path)
+def load(path, module_name):
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def main():
-    driver = load_driver(sys.argv[1])
+    prepared_tree = load(sys.argv[1], "cgc_fresh_prepared_tree")
+    seam = load(os.path.join(os.path.dirname(sys.argv[1]), "cgc_seam.py"), "cgc_fresh_cgc_seam")
     settings = {"INDEX_VARIABLES": "true"}
-    driver._settings = lambda: dict(settings)
-    PreparedTree = driver.PreparedTree
+    prepared_tree.cgc_settings = lambda: dict(settings)
 
     with tempfile.TemporaryDirectory(prefix="prepared-tree-") as tmp:
-        run_cases(driver, PreparedTree, settings, Path(tmp))
+        run_cases(prepared_tree, seam.FILE_ALONE_SUFFIXES, settings, Path(tmp))
 
 
-def run_cases(driver, PreparedTree, settings, root):
+def run_cases(prepared_tree, file_alone_suffixes, settings, root):
+    PreparedTree = prepared_tree.PreparedTree
     repo = root.as_posix()
     for name in ("a.py", "b.py", "c.py"):
         (root / name).write_text(f"def {name[0]}():\n    return 1\n")
@@ -46,13 +49,13 @@ def run_cases(driver, PreparedTree, settings, root):
     def prepare(started_ns):
         listing = PreparedTree.identities(files())
         racy = PreparedTree.racy_contents(listing, started_ns)
-        return PreparedTree(repo, driver._settings(), listing, started_ns, racy, tree=None)
+        return PreparedTree(repo, prepared_tree.cgc_settings(), listing, started_ns, racy, tree=None)
 
     # The suffixes CodeGraphContext has a parser for (a part of them).
     parsed = {".py", ".js", ".ts", ".lua"}
 
     def report(case, prepared, repo_posix=repo):
-        holds = prepared.still_holds(repo_posix, files(), parsed)
+        holds = prepared.still_holds(repo_posix, files(), parsed, file_alone_suffixes)
         print(json.dumps({"case": case, "holds": holds, "racy": len(prepared.racy or {})}), flush=True)
 
     # Files older than 2 s before the prepare are compared by identity
@@ -95,7 +98,9 @@ def run_cases(driver, PreparedTree, settings, root):
     (root / "notes.txt").write_text("not code\n")
     report("a file no parser reads", prepare(later))
 
-    (root / "e.js").write_text("function e() { return 4; }\n")
+    # Lua's parse may read other files (its module search): not one of
+    # `FILE_ALONE_SUFFIXES`.
+    (root / "e.lua").write_text("local function e() return 4 end\n")
     report("a file whose parse may read other files", prepare(later))
 
 

@@ -1,6 +1,6 @@
 //! The worker's patches of CodeGraphContext's embedded session for a file
 //! it deletes and writes again in one request (`ParentDirectoriesKept`,
-//! `ParameterRowsBatched` in `driver/incremental.py`), on a stand-in
+//! `ParameterRowsBatched` in `driver/session_patches.py`), on a stand-in
 //! session (`session_patches_check.py`): each touches exactly its one
 //! statement, the Parameter batch only when no key repeats (Kùzu's
 //! mis-binding needs a repeated key), and everything is put back. The
@@ -13,7 +13,7 @@ use crate::support::{driver_source, python_check};
 fn a_rewritten_files_directories_are_kept_and_only_distinct_parameter_rows_are_batched() {
     let cases = python_check(
         "session_patches_check.py",
-        &[&driver_source("incremental.py")],
+        &[&driver_source("session_patches.py")],
     );
     assert_eq!(cases.len(), 5, "{cases:?}");
     for case in &cases {

@@ -1,9 +1,9 @@
 """The driver's patches of CodeGraphContext's embedded session for the
 files it writes again (`ParentDirectoriesKept` and `ParameterRowsBatched`
-in `driver/incremental.py`) on a stand-in session: which statements they
+in `driver/session_patches.py`) on a stand-in session: which statements they
 touch, what the stand-in then runs, and what is put back afterwards.
 
-    python session_patches_check.py DRIVER
+    python session_patches_check.py SESSION_PATCHES_PY
 
 Prints one JSON line per case; the Rust test (`session_patches.rs`)
 judges them.
@@ -50,8 +50,8 @@ class EmbeddedSessionWrapper:
         return EmbeddedResultWrapper([{"path": "/repo/pkg"}])
 
 
-def load_driver(path):
-    return stand_in_cgc.load_driver(path, database_embedded_kuzu={
+def load_patches(path):
+    return stand_in_cgc.load_module(path, "cgc_fresh_session_patches", database_embedded_kuzu={
         "EmbeddedResultWrapper": EmbeddedResultWrapper,
         "EmbeddedSessionWrapper": EmbeddedSessionWrapper,
     })
@@ -63,11 +63,11 @@ def rows(*keys):
 
 
 def main():
-    driver = load_driver(sys.argv[1])
+    patches = load_patches(sys.argv[1])
     original_run = EmbeddedSessionWrapper.__dict__["run"]
 
     session = EmbeddedSessionWrapper()
-    with driver.ParentDirectoriesKept({"/repo/pkg/a.py"}) as kept:
+    with patches.ParentDirectoriesKept({"/repo/pkg/a.py"}) as kept:
         rewritten = [r["path"] for r in session.run(PARENTS, path="/repo/pkg/a.py")]
         deleted = [r["path"] for r in session.run(PARENTS, path="/repo/pkg/b.py")]
         other = [r["path"] for r in session.run("MATCH (d:Directory) RETURN d.path AS path", path="/repo/pkg/a.py")]
@@ -84,7 +84,7 @@ def main():
     ]
     for name, query, batch in batches:
         session = EmbeddedSessionWrapper()
-        with driver.ParameterRowsBatched() as batched:
+        with patches.ParameterRowsBatched() as batched:
             session.run(query, batch=batch, file_path="/repo/pkg/a.py")
             after = getattr(session, "_skip_unwind_fallback", None)
         print(json.dumps({"case": name, "batched": [r["batched"] for r in session.ran],

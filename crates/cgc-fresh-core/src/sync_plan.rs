@@ -460,7 +460,7 @@ pub const DRIVER_PATHS_LISTED: usize = 100;
 
 /// The SHA-256 (lowercase hex) of `sorted_paths` joined by `\n`: what the
 /// driver's result line carries for a batch larger than
-/// `DRIVER_PATHS_LISTED` (`paths_digest` in `incremental.py`).
+/// `DRIVER_PATHS_LISTED` (`paths_digest` in the driver's `protocol.py`).
 pub fn paths_digest(sorted_paths: &[&str]) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(sorted_paths.join("\n").as_bytes());
@@ -1062,7 +1062,7 @@ mod tests {
 
     #[test]
     fn the_paths_digest_is_the_drivers() {
-        // The same value `incremental.py`'s `paths_digest` gives (its unit
+        // The same value `protocol.py`'s `paths_digest` gives (its unit
         // test holds it too): UTF-8 bytes, newline-joined, SHA-256 hex.
         assert_eq!(
             paths_digest(&["a.py", "pkg/é.py"]),

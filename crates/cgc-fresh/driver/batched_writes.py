@@ -342,7 +342,7 @@ def delete_steps(paths, seam):
 
 
 # The driver's reset of shared Modules' metadata (`module_first` in
-# `incremental.py`), one row per Module: each row matches its own node
+# `apply.py`), one row per Module: each row matches its own node
 # (names are distinct), so one statement sets what one per Module sets.
 MODULE_METADATA_BATCHED = (
     "UNWIND $batch AS row MATCH (m:Module {name: row.name}) "

@@ -2,8 +2,8 @@
 CGC the driver was proven against, and what it does with any other.
 
 The driver patches CGC's private functions and recognises the Cypher CGC
-writes (`incremental.py`). `probe_api` only checks that the names it uses
-exist; a release that keeps the names but changes what they do would pass
+writes (`session_patches.py`). `cgc_setup.probe_api` only checks that
+the names it uses exist; a release that keeps the names but changes what they do would pass
 it and could write a wrong graph — a graph the service would then call
 fresh. So the driver patches nothing on a CGC it was not proven against
 (an exactness trial equal to a from-scratch index, end to end, on every
@@ -16,12 +16,16 @@ Proven against (each added by a trial of the driver's own test suite, the
 real-CLI exactness tests on Kùzu, FalkorDB Lite and a FalkorDB server):
 - 0.6.13 (the version the test suite pins: `tests/support/python/requirements-cgc*.txt`).
 
-Pure: the installed version is an input (`incremental.cgc_version`).
+Pure: the installed version is an input (`cgc_setup.cgc_version`).
 
 Also here, below the gate: which files' parse results may be kept
 between syncs (`FILE_ALONE_SUFFIXES`), and the text of CGC 0.6.13's
 per-file writes batched across files, which `batched_writes.py` runs
-(CGC-specific, like the versions above).
+(CGC-specific, like the versions above); and what the recipe needs of
+CGC and reads of its graph: the private API it calls (`REQUIRED_API`),
+the link relationships, the settings and files it does not replay, the
+shapes of the writer's nodes and call groups, and the queries of the
+stored link edges. Each was read from CGC 0.6.13.
 """
 
 PROVEN_CGC_VERSIONS = ("0.6.13",)
@@ -69,7 +73,7 @@ def version_gate(installed, allow_unproven, proven=PROVEN_CGC_VERSIONS):
 # Files whose parse reads nothing but the file itself, and whose import
 # pre-scan is a plain accumulation over files, so that a per-file result can
 # be kept (`parse_cache.py`) and a tree parsed ahead reused when no file
-# changed (`PreparedTree` in `incremental.py`). Read in CGC 0.6.13:
+# changed (`PreparedTree` in `prepared_tree.py`). Read in CGC 0.6.13:
 # - `tools/graph_builder.py`, `GraphBuilder.parse_file`: every parser but
 #   Solidity's (which reads the repository's remappings) is called with the
 #   path, `is_dependency` and the `INDEX_SOURCE` setting alone (the
@@ -174,3 +178,170 @@ DELETE_FILES_BATCHED = """
 # by one, as CGC does.
 BATCHED_WRITE_BACKENDS = ("kuzudb",)
 BATCHED_WRITE_LANGUAGES = ("python",)
+
+
+# ---------------------------------------------------------------------------
+# What the recipe needs of CGC 0.6.13 and of the graph its writer leaves.
+
+# Link relationships: created by the post-pass over all parsed files, never
+# by the per-file node write. A changed file's nodes take these with them
+# (`GraphWriter`'s link writers, 0.6.13).
+LINK_TYPES = (
+    "CALLS",
+    "HEURISTIC_CALLS",
+    "INHERITS",
+    "IMPLEMENTS",
+    "EMBEDS",
+    "COMPANION_OF",
+    "PARTIAL_OF",
+    "PART_OF",
+    "METACLASS",
+    "DECORATED_BY",
+    "BINDS",
+    "PREVIEWS",
+)
+
+
+# What the recipe needs from CodeGraphContext (its private API, read in
+# 0.6.13: the modules and functions `cgc_setup.probe_api` checks exist).
+REQUIRED_API = (
+    ("codegraphcontext.cli.main", ("_load_credentials",)),
+    ("codegraphcontext.cli.cli_helpers", ("_initialize_services",)),
+    ("codegraphcontext.cli.config_manager", ("resolve_context", "get_config_value")),
+    (
+        "codegraphcontext.tools.graph_builder",
+        ("GraphBuilder",),
+    ),
+    ("codegraphcontext.tools.indexing.discovery", ("discover_files_to_index",)),
+    (
+        "codegraphcontext.tools.indexing.resolution.calls",
+        ("build_function_call_groups",),
+    ),
+    (
+        "codegraphcontext.tools.indexing.resolution.inheritance",
+        (
+            "build_inheritance_and_csharp_files",
+            "build_go_implements_links",
+            "build_haskell_implements_links",
+            "build_elixir_implements_links",
+            "build_embeds_links",
+            "build_companion_of_links",
+            "build_partial_of_links",
+            "build_part_of_links",
+            "build_metaclass_links",
+            "build_decorated_by_links",
+            "build_binds_links",
+            "build_previews_links",
+        ),
+    ),
+    (
+        "codegraphcontext.tools.indexing.persistence.writer",
+        ("GraphWriter", "sort_import_rows_for_metadata"),
+    ),
+)
+
+# `GraphBuilder`'s methods the driver calls or patches (0.6.13).
+GRAPH_BUILDER_METHODS = (
+    "parse_file",
+    "pre_scan_imports",
+    "get_parser",
+    "create_schema",
+    "delete_file_from_graph",
+    "add_file_to_graph",
+    "add_minimal_file_node",
+    "get_repo_file_paths",
+)
+# `GraphWriter`'s methods the driver calls or patches (0.6.13).
+WRITER_METHODS = (
+    "write_inheritance_links",
+    "write_implements_links",
+    "write_embeds_links",
+    "write_companion_of_links",
+    "write_partial_of_links",
+    "write_part_of_links",
+    "write_metaclass_links",
+    "write_decorated_by_links",
+    "write_binds_links",
+    "write_previews_links",
+    "write_function_call_groups",
+    "write_cpp_class_function_links",
+    "_purge_dangling_pathless_nodes",
+)
+
+# Settings under which `cgc index` runs passes this driver does not replay
+# (`cgc index` of 0.6.13).
+UNSUPPORTED_SETTINGS = ("SCIP_INDEXER", "ENABLE_VECTOR_RESOLVE", "ENABLE_INHERIT_RESOLVE")
+# Changed files whose effect lives in whole-repository passes of `cgc index`
+# (Spring, ORM, MyBatis, Maven, Gradle) that this driver does not replay
+# (0.6.13).
+UNSUPPORTED_SUFFIXES = (".java", ".xml", ".gradle", ".kts")
+
+
+# The parsed-file lists CGC's writer turns into named nodes carrying the
+# file's path (`GraphWriter.add_file_to_graph`'s item mappings, 0.6.13), and
+# the label each gets.
+NODE_ITEM_LABELS = (
+    ("functions", "Function"), ("classes", "Class"), ("traits", "Trait"), ("variables", "Variable"),
+    ("interfaces", "Interface"), ("macros", "Macro"), ("structs", "Struct"), ("enums", "Enum"),
+    ("unions", "Union"), ("records", "Record"), ("properties", "Property"), ("mixins", "Mixin"),
+    ("extensions", "Extension"), ("modules", "Module"), ("objects", "Object"),
+    ("enum_members", "EnumMember"),
+)
+
+# The node properties CGC's writer compares a call's `called_context` with
+# (`_called_context_clause` for the Function label, 0.6.13).
+CONTEXT_PROPERTIES = ("context", "class_context", "module_context")
+
+# Target label of each call group, in `build_function_call_groups` order
+# (`GraphWriter.write_function_call_groups`' `queries`, 0.6.13).
+CALL_GROUP_TARGETS = (
+    "Function", "Class", "Interface", "Object",  # from a Function
+    "Function", "Class", "Interface", "Object",  # from a File
+    "Parameter", "File",  # from a Function
+)
+
+
+# Per stored relationship type: the query returning its edges' properties as
+# `signatures.stored_signature` compares them with a row's: the properties
+# `GraphWriter`'s link writers set on each type (0.6.13).
+def stored_edge_queries():
+    calls_props = (
+        "r.line_number AS ln, r.full_call_name AS fcn, r.args_key AS ak, "
+        "r.confidence AS conf, r.resolution_tier AS tier, r.confidence_label AS cl"
+    )
+    queries = []
+    for rel in ("CALLS", "HEURISTIC_CALLS"):
+        queries.append(
+            (
+                rel,
+                "fn",
+                f"MATCH (a:Function)-[r:{rel}]->(b) WHERE a.path STARTS WITH $prefix "
+                f"RETURN a.path AS src, a.name AS sn, a.line_number AS sl, b.name AS dn, b.path AS dp, {calls_props}",
+            )
+        )
+        queries.append(
+            (
+                rel,
+                "file",
+                f"MATCH (a:File)-[r:{rel}]->(b) WHERE a.path STARTS WITH $prefix "
+                f"RETURN a.path AS src, b.name AS dn, b.path AS dp, {calls_props}",
+            )
+        )
+    simple = {
+        "INHERITS": "r.confidence_label AS x",
+        "IMPLEMENTS": "r.confidence_label AS x",
+        "PARTIAL_OF": "r.confidence_label AS x",
+        "METACLASS": "r.line_number AS x, r.confidence_label AS y",
+        "EMBEDS": "r.line_number AS x",
+        "PART_OF": None,
+        "DECORATED_BY": "r.line_number AS x",
+        "PREVIEWS": "r.line_number AS x",
+        "BINDS": "r.line_number AS x, r.provider AS y, r.confidence_label AS z",
+        "COMPANION_OF": None,
+    }
+    for rel, extra in simple.items():
+        returns = "a.path AS src, a.name AS sn, b.name AS dn, b.path AS dp"
+        if extra:
+            returns += ", " + extra
+        queries.append((rel, "generic", f"MATCH (a)-[r:{rel}]->(b) WHERE a.path STARTS WITH $prefix RETURN {returns}"))
+    return queries

@@ -3,7 +3,7 @@
 `cgc-fresh mcp` offers the agent CGC's own MCP tools (names, input
 schemas, result shapes) while no process holds the embedded database
 between requests: the service hands each tool call to the workspace's
-worker (`incremental.py`'s `serve`), which opens the database for the
+worker (`serve.py`'s `serve`), which opens the database for the
 call alone (or, when the person chose `mcp.holdDatabaseMs`, for a burst
 of calls), runs CGC's own handler, closes it, and answers with what
 `cgc mcp start` would have put in its JSON-RPC response.

@@ -3,7 +3,7 @@
 A sync can take long: a baseline parses a tree of thousands of files, a
 branch switch writes hundreds. The service shows the person how far the
 worker got, so the worker writes, on the stdout that carries its result
-line and before it, lines of the form
+line and before it, lines of the form (`protocol.PROGRESS_PREFIX`)
 
     CGC_FRESH_PROGRESS {"done": 120, "phase": "parsing", "serial": 7, "total": 2000}
 
@@ -20,14 +20,15 @@ service gone: a broken pipe) is dropped: the result line is what the
 sync is judged by, and writing it will say the same.
 
 Nothing here is kept between requests: the worker makes a reporter per
-request (`incremental.py`, `progress_reporter`), and a run nobody watches
+request (`worker.py`, `Worker.progress_reporter`), and a run nobody watches
 gets `NoProgress`.
 """
 
 import json
 import time
 
-PREFIX = "CGC_FRESH_PROGRESS "
+import cgc_fresh_protocol as protocol
+
 EVERY_S = 0.25
 
 # The phases, in the order a request goes through them:
@@ -94,7 +95,7 @@ class ProgressReporter:
         obj = {"serial": self._serial, "phase": self._phase}
         if self._total is not None:
             obj.update(done=self._done, total=self._total)
-        data = (PREFIX + json.dumps(obj, sort_keys=True) + "\n").encode("utf-8")
+        data = (protocol.PROGRESS_PREFIX + json.dumps(obj, sort_keys=True) + "\n").encode("utf-8")
         self._written_at = self._clock()
         self._unwritten = False
         try:

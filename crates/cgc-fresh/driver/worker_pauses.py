@@ -1,6 +1,6 @@
 """What the incremental driver's worker does when no request comes.
 
-The worker (`incremental.py`'s `serve`) answers requests first and leaves
+The worker (`serve.py`'s `serve`) answers requests first and leaves
 some work for a pause without a request: the MCP call that waited for a
 sync (read-your-writes) comes just after the sync's answer, and an agent's
 calls come back to back. `WorkerPauses` decides, with the time as an

@@ -6,9 +6,10 @@ Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 import json
 import unittest
 
-from driver_module import load
+from driver_module import companion
 
-progress_module = load("progress.py", "cgc_fresh_progress")
+progress_module = companion("progress")
+protocol = companion("protocol")
 
 
 class FakeClock:
@@ -32,8 +33,8 @@ class Lines:
         out = []
         for data in self.raw:
             text = data.decode("utf-8")
-            assert text.startswith(progress_module.PREFIX) and text.endswith("\n"), text
-            out.append(json.loads(text[len(progress_module.PREFIX):]))
+            assert text.startswith(protocol.PROGRESS_PREFIX) and text.endswith("\n"), text
+            out.append(json.loads(text[len(protocol.PROGRESS_PREFIX):]))
         return out
 
     def counts(self):

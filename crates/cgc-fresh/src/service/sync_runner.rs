@@ -7,7 +7,7 @@
 //! `spawned`, and the classified outcome) and the machine judges them.
 //!
 //! The `incremental` strategy runs the driver shipped in this binary
-//! (`driver/incremental.py`, written to the private state directory before
+//! (`driver/incremental.py` and its modules, written to the private state directory before
 //! it starts) with the interpreter of the configured `cgc`, as a worker
 //! kept between syncs (`Worker`): each sync is one request on its stdin
 //! naming the flight's changed paths, answered by one result line; it

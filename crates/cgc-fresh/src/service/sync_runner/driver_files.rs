@@ -78,9 +78,71 @@ pub const BATCHED_WRITES_MODULE: &str = include_str!("../../../driver/batched_wr
 
 pub const BATCHED_WRITES_MODULE_FILE: &str = "incremental-batched-writes.py";
 
+/// The contract with the service (`driver/protocol.py`): the result and
+/// progress line prefixes, the exit codes; written next to the driver.
+pub const PROTOCOL_MODULE: &str = include_str!("../../../driver/protocol.py");
+
+pub const PROTOCOL_MODULE_FILE: &str = "incremental-protocol.py";
+
+/// The state a driver process keeps between requests (`driver/worker.py`),
+/// written next to the driver.
+pub const WORKER_MODULE: &str = include_str!("../../../driver/worker.py");
+
+pub const WORKER_MODULE_FILE: &str = "incremental-worker.py";
+
+/// A request, a prepare and the worker's loop (`driver/serve.py`), written
+/// next to the driver.
+pub const SERVE_MODULE: &str = include_str!("../../../driver/serve.py");
+
+pub const SERVE_MODULE_FILE: &str = "incremental-serve.py";
+
+/// CGC's API probe, configuration, backend and database open and close
+/// (`driver/cgc_setup.py`), written next to the driver.
+pub const CGC_SETUP_MODULE: &str = include_str!("../../../driver/cgc_setup.py");
+
+pub const CGC_SETUP_MODULE_FILE: &str = "incremental-cgc-setup.py";
+
+/// Step 1 and a request's recipe (`driver/apply.py`), written next to the
+/// driver.
+pub const APPLY_MODULE: &str = include_str!("../../../driver/apply.py");
+
+pub const APPLY_MODULE_FILE: &str = "incremental-apply.py";
+
+/// Steps 2 to 4 of a request on the open database
+/// (`driver/database_apply.py`), written next to the driver.
+pub const DATABASE_APPLY_MODULE: &str = include_str!("../../../driver/database_apply.py");
+
+pub const DATABASE_APPLY_MODULE_FILE: &str = "incremental-database-apply.py";
+
+/// The signatures of resolved rows and stored edges the driver compares
+/// (`driver/signatures.py`), written next to the driver.
+pub const SIGNATURES_MODULE: &str = include_str!("../../../driver/signatures.py");
+
+pub const SIGNATURES_MODULE_FILE: &str = "incremental-signatures.py";
+
+/// The read of the graph's rows (`driver/kuzu_reader.py`), written next to
+/// the driver.
+pub const KUZU_READER_MODULE: &str = include_str!("../../../driver/kuzu_reader.py");
+
+pub const KUZU_READER_MODULE_FILE: &str = "incremental-kuzu-reader.py";
+
+/// The patches of CGC for the length of a request
+/// (`driver/session_patches.py`), written next to the driver.
+pub const SESSION_PATCHES_MODULE: &str = include_str!("../../../driver/session_patches.py");
+
+pub const SESSION_PATCHES_MODULE_FILE: &str = "incremental-session-patches.py";
+
+/// The tree prepared ahead of a request (`driver/prepared_tree.py`),
+/// written next to the driver.
+pub const PREPARED_TREE_MODULE: &str = include_str!("../../../driver/prepared_tree.py");
+
+pub const PREPARED_TREE_MODULE_FILE: &str = "incremental-prepared-tree.py";
+
 /// Every file of the driver, written next to each other before it starts:
-/// (file name, text).
-pub(super) const DRIVER_MODULES: [(&str, &str); 13] = [
+/// (file name, text). The driver imports `cgc_fresh_<name>` from
+/// `incremental-<name>.py` (underscores as hyphens: its `CompanionFinder`),
+/// so each file name is `incremental-` and its source's name so spelled.
+pub(super) const DRIVER_MODULES: [(&str, &str); 23] = [
     (DRIVER_FILE, INCREMENTAL_DRIVER),
     (PARSE_CACHE_MODULE_FILE, PARSE_CACHE_MODULE),
     (RESOLUTION_MEMO_MODULE_FILE, RESOLUTION_MEMO_MODULE),
@@ -94,6 +156,16 @@ pub(super) const DRIVER_MODULES: [(&str, &str); 13] = [
     (GRAPH_BASELINE_MODULE_FILE, GRAPH_BASELINE_MODULE),
     (PROGRESS_MODULE_FILE, PROGRESS_MODULE),
     (BATCHED_WRITES_MODULE_FILE, BATCHED_WRITES_MODULE),
+    (PROTOCOL_MODULE_FILE, PROTOCOL_MODULE),
+    (WORKER_MODULE_FILE, WORKER_MODULE),
+    (SERVE_MODULE_FILE, SERVE_MODULE),
+    (CGC_SETUP_MODULE_FILE, CGC_SETUP_MODULE),
+    (APPLY_MODULE_FILE, APPLY_MODULE),
+    (DATABASE_APPLY_MODULE_FILE, DATABASE_APPLY_MODULE),
+    (SIGNATURES_MODULE_FILE, SIGNATURES_MODULE),
+    (KUZU_READER_MODULE_FILE, KUZU_READER_MODULE),
+    (SESSION_PATCHES_MODULE_FILE, SESSION_PATCHES_MODULE),
+    (PREPARED_TREE_MODULE_FILE, PREPARED_TREE_MODULE),
 ];
 
 /// The parse cache itself (CGC's per-file parse results between syncs),
@@ -171,5 +243,49 @@ impl SyncRunner {
         }
         args.push(self.driver_path.display().to_string());
         Ok((PathBuf::from(program), args))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every module of the driver's source folder is shipped, under the
+    /// name the driver's `CompanionFinder` imports it by, with its text.
+    #[test]
+    fn every_driver_module_is_shipped_under_the_name_the_driver_imports() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("driver");
+        let mut sources: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".py"))
+            .collect();
+        sources.sort();
+        let mut shipped: Vec<(&str, &str)> = DRIVER_MODULES.to_vec();
+        shipped.sort();
+        let mut expected: Vec<(String, String)> = sources
+            .iter()
+            .map(|source| {
+                let stem = source.trim_end_matches(".py");
+                let file = if stem == "incremental" {
+                    DRIVER_FILE.to_string()
+                } else {
+                    format!("incremental-{}.py", stem.replace('_', "-"))
+                };
+                (file, std::fs::read_to_string(dir.join(source)).unwrap())
+            })
+            .collect();
+        expected.sort();
+        let shipped: Vec<(String, String)> = shipped
+            .into_iter()
+            .map(|(file, text)| (file.to_string(), text.to_string()))
+            .collect();
+        let names =
+            |list: &[(String, String)]| list.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&shipped), names(&expected));
+        assert!(
+            shipped == expected,
+            "a shipped module's text differs from its source"
+        );
     }
 }
