@@ -19,9 +19,9 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, Indexed};
+use super::edit_to_fresh::record_manifest;
 use super::edit_to_fresh::{driver_timings, real_service_env, strategies_ran};
 use super::generated::Language;
-use super::mcp::record_manifest;
 use super::release_branch::{self, ReleaseBranches};
 use super::strategies::{await_settled_sync, yes_no};
 use super::Tools;

@@ -30,7 +30,9 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, EditTarget, Indexed};
-use super::edit_to_fresh::{driver_timings, indexed_targets, real_service_env, stored_edges_path};
+use super::edit_to_fresh::{
+    driver_timings, indexed_targets, real_service_env, record_manifest, stored_edges_path,
+};
 use super::generated::Language;
 use super::strategies::{await_settled_sync, yes_no};
 use super::Tools;
@@ -39,7 +41,7 @@ use crate::machine::load_average;
 use crate::mcp_client::{tool_result_json, McpServer};
 use crate::real_cgc::RealCgc;
 use crate::report::{self, Table};
-use crate::service::{log_events, log_field, wait_for, Log, Sandbox, Service};
+use crate::service::{log_events, log_field, Log, Sandbox, Service};
 use crate::stats::{fmt_count, fmt_duration, Summary};
 
 /// The tools of the mix, in the order the calls cycle through them.
@@ -273,35 +275,6 @@ pub fn run(tools: &Tools, opts: &McpOptions) -> Result<()> {
         fmt_count(files),
         hold = opts.hold_ms,
     ));
-    Ok(())
-}
-
-/// Records the manifest an incremental sync diffs against, without a
-/// reconcile (which takes 10–20 min at 2 000 modules): a service whose
-/// strategy runs `cgc --version` makes one sync, which succeeds and so
-/// records the tree as it is — the tree `cgc index .` has just indexed,
-/// so the manifest is true of the graph.
-pub(super) fn record_manifest(
-    tools: &Tools,
-    sandbox: &Sandbox,
-    cgc: &RealCgc,
-    state_home: &Path,
-) -> Result<()> {
-    let log = sandbox.root().join("serve-manifest.log");
-    let env = real_service_env(cgc, "custom: --version", state_home);
-    let mut service = Service::start(&tools.service_bin, sandbox, &env, Log::File(log.clone()))?;
-    let mut harness = Conn::harness(&service.socket, "manifest")?;
-    harness.send(&json!({"type": "sync", "id": "manifest"}))?;
-    let (outcome, reported) = await_settled_sync(&mut harness, Duration::from_secs(120));
-    outcome.with_context(|| format!("the no-op sync did not settle: {reported}"))?;
-    wait_for(
-        "the manifest to be written",
-        Duration::from_secs(120),
-        Duration::from_millis(50),
-        || !log_events(&log, &["manifest_written"]).is_empty(),
-    )
-    .with_context(|| service.log_tail())?;
-    service.stop(Duration::from_secs(30))?;
     Ok(())
 }
 
