@@ -265,6 +265,7 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         "command → sync settled",
         "÷ `cgc index .`",
         "parse cache",
+        "written in batches",
         "database held",
         "driver total",
         "service reported",
@@ -276,6 +277,16 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
             .and_then(|t| t[key].as_f64())
             .map(|v| format!("{v:.2} s"))
             .unwrap_or_else(|| "—".into())
+    };
+    // How many files' nodes the batched writes wrote (`batched_writes.py`),
+    // or that they were refused (then every file was written by itself).
+    let batched = |s: &Switch| match s.timings.as_ref() {
+        Some(t) if t["batched_refused"].as_f64() == Some(1.0) => "refused".to_string(),
+        Some(t) => t["batched_files"]
+            .as_f64()
+            .map(|n| format!("{n:.0} files"))
+            .unwrap_or_else(|| "—".into()),
+        None => "—".into(),
     };
     for s in &switches {
         let cache = s.timings.as_ref().map(|t| {
@@ -294,6 +305,7 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
                 .map(|d| format!("{:.3}", share(d, index_time)))
                 .unwrap_or_else(|| "—".to_string()),
             cache.unwrap_or_else(|| "—".into()),
+            batched(s),
             t(s, "db_held_s"),
             t(s, "total_s"),
             s.reported.clone(),
