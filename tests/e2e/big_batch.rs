@@ -101,6 +101,11 @@ fn shell_switch(service: &Service, write: impl FnOnce()) -> Conn {
         REWRITTEN + DELETED.len() + ADDED.len(),
         "every changed path in the one sync"
     );
+    // The manifest is written after the sync settles: a service stopped
+    // before that leaves the next one the manifest before the switch.
+    crate::support::wait_until("the manifest", std::time::Duration::from_secs(60), || {
+        !service.log_events("manifest_written").is_empty()
+    });
     conn
 }
 

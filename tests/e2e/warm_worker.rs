@@ -44,6 +44,11 @@ fn the_first_edit_after_a_restart_is_applied_by_the_warmed_worker(backend: &Grap
         let mut conn = open_session(&first, "s1");
         baseline_sync(&mut conn, &first);
         assert_eq!(first.log_events("worker_warm_up_started").len(), 1);
+        // The manifest is written after the sync settles: stopped before
+        // that, the next service would have none and take a baseline.
+        wait_until("the manifest", Duration::from_secs(60), || {
+            !first.log_events("manifest_written").is_empty()
+        });
     }
 
     let service = service(&sandbox, &cli, &cgc);
