@@ -73,3 +73,15 @@ NAME_ONLY_STATEMENT = """
                     MERGE (n:Module {name: row.name})
                     SET n += row
                 """
+
+# A JavaScript/TypeScript file's import rows (`js_imports`): one IMPORTS
+# edge per (module, line), whatever name each row imports.
+JS_IMPORTS_STATEMENT = """
+                    UNWIND $batch AS row
+                    MATCH (f:File {path: $file_path})
+                    MERGE (m:Module {name: row.module_name})
+                    MERGE (f)-[r:IMPORTS {line_number: row.line_number}]->(m)
+                    SET r.imported_name = row.imported_name,
+                        r.alias = row.alias,
+                        r.lang = row.lang
+                """

@@ -11,6 +11,7 @@ import unittest
 from cgc_writer_statements import (
     CONTAINED_STATEMENT,
     FILE_STATEMENT,
+    JS_IMPORTS_STATEMENT,
     NAME_ONLY_STATEMENT,
     NODES_STATEMENT,
     PY_IMPORTS_STATEMENT,
@@ -107,6 +108,61 @@ class ExpectedContentTest(unittest.TestCase):
         ]
         content = baseline.expected_content(stand_in_writer([], imports=rows), "falkordb", None)
         self.assertEqual(content.imports, (baseline.import_entry("os", 1, "os", "o", "os", "python"),))
+
+
+def js_import_writer(rows):
+    """`write_file(driver)` for a TypeScript file with these import rows."""
+
+    def write_file(driver):
+        with driver.session() as session:
+            session.run(FILE_STATEMENT, path=PATH, name="a.py", relative_path="pkg/a.py",
+                        is_dependency=False, language="python")
+            session.run(JS_IMPORTS_STATEMENT, batch=list(rows), file_path=PATH)
+
+    return write_file
+
+
+def js_row(name, line=1, module="./internal"):
+    return {"module_name": module, "line_number": line, "imported_name": name, "alias": "", "lang": "typescript"}
+
+
+def stored_js_import(name, line=1, module="./internal"):
+    return {"p": PATH, "m": module, "ln": line, "inm": name, "al": "", "fin": None, "lg": "typescript"}
+
+
+class CollapsedImportsTest(unittest.TestCase):
+    """One import naming several symbols on one line: on FalkorDB its edge
+    keeps a name that depends on the order files were written, so any of
+    its rows' names matches; on Kùzu the last row's, and only it."""
+
+    def differing(self, rows, stored_imports, backend):
+        read = stored_read({"File": [stored_file_node()]}, stored_imports)
+        stored, columns = baseline.stored_contents(read, backend, "/r/", missing)
+        return baseline.differing_files(
+            {PATH: True}, {PATH}, stored, lambda _p: baseline.expected_content(js_import_writer(rows), backend,
+                                                                                columns))
+
+    def test_on_falkordb_any_of_the_rows_names_matches_and_no_other(self):
+        rows = [js_row("IProduce"), js_row("Immer"), js_row("Draft")]
+        for backend in ("falkordb", "falkordb-remote"):
+            for kept in ("IProduce", "Immer", "Draft"):
+                self.assertEqual(self.differing(rows, [stored_js_import(kept)], backend), set(), (backend, kept))
+            self.assertEqual(self.differing(rows, [stored_js_import("Other")], backend), {PATH}, backend)
+            # The edge itself must be there, on its line.
+            self.assertEqual(self.differing(rows, [], backend), {PATH}, backend)
+            self.assertEqual(self.differing(rows, [stored_js_import("Immer", line=2)], backend), {PATH}, backend)
+
+    def test_a_single_row_import_matches_its_own_name_only(self):
+        rows = [js_row("Immer"), js_row("Draft", line=2)]
+        self.assertEqual(self.differing(rows, [stored_js_import("Immer"), stored_js_import("Draft", line=2)],
+                                        "falkordb"), set())
+        self.assertEqual(self.differing(rows, [stored_js_import("Draft"), stored_js_import("Immer", line=2)],
+                                        "falkordb"), {PATH})
+
+    def test_on_kuzu_the_last_row_wins_and_only_it_matches(self):
+        rows = [js_row("IProduce"), js_row("Immer"), js_row("Draft")]
+        self.assertEqual(self.differing(rows, [stored_js_import("Draft")], "kuzudb"), set())
+        self.assertEqual(self.differing(rows, [stored_js_import("Immer")], "kuzudb"), {PATH})
 
 
 class DifferingFilesTest(unittest.TestCase):
