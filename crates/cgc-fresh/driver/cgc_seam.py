@@ -93,11 +93,15 @@ def version_gate(installed, allow_unproven, proven=PROVEN_CGC_VERSIONS):
 # Not here: notebooks (`.ipynb`, converted before parsing), and the other
 # languages, whose parsers were not read (Lua's module search and
 # Gradle's settings read other files).
+# Go (`.go`) reads its file alone too, but is left out: the seeded trial
+# on go-jsonnet's sources saw a prepared tree whose parse differed from
+# step 1 run again on the same files (`CGC_FRESH_VERIFY_PREPARED`), in about
+# one run in five; until that is understood, Go files are parsed at every
+# sync and a tree with one is never taken from a prepare.
 FILE_ALONE_SUFFIXES = (
     ".py",
     ".js", ".jsx", ".mjs", ".cjs",
     ".ts", ".mts", ".cts", ".d.ts", ".tsx",
-    ".go",
     ".rs",
 )
 
