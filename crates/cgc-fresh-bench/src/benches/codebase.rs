@@ -233,6 +233,14 @@ fn top_level_functions(text: &str) -> Vec<String> {
 }
 
 pub(super) fn python_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = regular_files(dir)?;
+    files.retain(|path| path.extension().is_some_and(|e| e == "py"));
+    Ok(files)
+}
+
+/// Every regular file under `dir`, in the order of a depth-first walk (a
+/// symlink is neither followed nor listed).
+pub(super) fn regular_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -242,7 +250,7 @@ pub(super) fn python_files(dir: &Path) -> Result<Vec<PathBuf>> {
             let path = entry.path();
             if kind.is_dir() {
                 stack.push(path);
-            } else if kind.is_file() && path.extension().is_some_and(|e| e == "py") {
+            } else if kind.is_file() {
                 out.push(path);
             }
         }

@@ -60,25 +60,16 @@ impl ReleaseBranches {
 
 /// Every regular file under `dir`, by its path relative to `dir`.
 fn files(dir: &Path) -> Result<BTreeMap<PathBuf, PathBuf>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
-            let entry = entry?;
-            let kind = entry.file_type()?;
-            let path = entry.path();
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file() {
-                let rel = path
-                    .strip_prefix(dir)
-                    .context("a file outside its tree")?
-                    .to_path_buf();
-                out.insert(rel, path);
-            }
-        }
-    }
-    Ok(out)
+    codebase::regular_files(dir)?
+        .into_iter()
+        .map(|path| {
+            let rel = path
+                .strip_prefix(dir)
+                .context("a file outside its tree")?
+                .to_path_buf();
+            Ok((rel, path))
+        })
+        .collect()
 }
 
 fn is_python(rel: &Path) -> bool {
