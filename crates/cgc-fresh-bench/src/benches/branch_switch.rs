@@ -20,7 +20,9 @@ use serde_json::{json, Value};
 
 use super::codebase::{self, Codebase, Indexed};
 use super::edit_to_fresh::record_manifest;
-use super::edit_to_fresh::{driver_timings, real_service_env, strategies_ran};
+use super::edit_to_fresh::{
+    driver_timings, parse_cache_cell, real_service_env, strategies_ran, timing_cell,
+};
 use super::generated::Language;
 use super::release_branch::{self, ReleaseBranches};
 use super::strategies::{await_settled_sync, yes_no};
@@ -271,13 +273,7 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         "service reported",
         "graph right",
     ]);
-    let t = |s: &Switch, key: &str| {
-        s.timings
-            .as_ref()
-            .and_then(|t| t[key].as_f64())
-            .map(|v| format!("{v:.2} s"))
-            .unwrap_or_else(|| "—".into())
-    };
+    let t = |s: &Switch, key: &str| timing_cell(s.timings.as_ref(), key);
     // How many files' nodes the batched writes wrote (`batched_writes.py`),
     // or that they were refused (then every file was written by itself).
     let batched = |s: &Switch| match s.timings.as_ref() {
@@ -289,11 +285,7 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         None => "—".into(),
     };
     for s in &switches {
-        let cache = s.timings.as_ref().map(|t| {
-            let hits = t["parse_cache_hits"].as_f64().unwrap_or(0.0);
-            let misses = t["parse_cache_misses"].as_f64().unwrap_or(0.0);
-            format!("{hits:.0} hit / {misses:.0} parsed")
-        });
+        let cache = s.timings.as_ref().map(parse_cache_cell);
         table.row(vec![
             s.name.to_string(),
             fmt_count(s.files as u64),

@@ -237,18 +237,8 @@ pub fn run(tools: &Tools, opts: &EditToFreshOptions) -> Result<()> {
         "graph right",
     ]);
     for s in &samples {
-        let t = |key: &str| {
-            s.timings
-                .as_ref()
-                .and_then(|t| t[key].as_f64())
-                .map(|v| format!("{v:.2} s"))
-                .unwrap_or_else(|| "—".into())
-        };
-        let cache = s.timings.as_ref().map(|t| {
-            let hits = t["parse_cache_hits"].as_f64().unwrap_or(0.0);
-            let misses = t["parse_cache_misses"].as_f64().unwrap_or(0.0);
-            format!("{hits:.0} hit / {misses:.0} parsed")
-        });
+        let t = |key: &str| timing_cell(s.timings.as_ref(), key);
+        let cache = s.timings.as_ref().map(parse_cache_cell);
         let parse_resolve = s.timings.as_ref().map(|t| {
             // A request that used the tree its worker prepared when the
             // edit settled did only the check; the work was done before.
@@ -559,6 +549,23 @@ pub(super) fn stored_edges_path(timings: &Value) -> &'static str {
         (true, false) => "remembered",
         (true, true) => "remembered, contents compared",
     }
+}
+
+/// One of the driver's timings (`key`, in seconds) as a table cell:
+/// `1.23 s`, or `—` when the sync reported none.
+pub(super) fn timing_cell(timings: Option<&Value>, key: &str) -> String {
+    timings
+        .and_then(|t| t[key].as_f64())
+        .map(|v| format!("{v:.2} s"))
+        .unwrap_or_else(|| "—".into())
+}
+
+/// The parse cache's figures in the driver's timings, as a table cell:
+/// `3 hit / 2 parsed`.
+pub(super) fn parse_cache_cell(timings: &Value) -> String {
+    let hits = timings["parse_cache_hits"].as_f64().unwrap_or(0.0);
+    let misses = timings["parse_cache_misses"].as_f64().unwrap_or(0.0);
+    format!("{hits:.0} hit / {misses:.0} parsed")
 }
 
 /// The driver timings of every `incremental_applied` event in a service

@@ -32,6 +32,7 @@ use serde_json::{json, Value};
 use super::codebase::{self, Codebase, EditTarget, Indexed};
 use super::edit_to_fresh::{
     driver_timings, indexed_targets, real_service_env, record_manifest, stored_edges_path,
+    timing_cell,
 };
 use super::generated::Language;
 use super::strategies::{await_settled_sync, yes_no};
@@ -606,13 +607,7 @@ fn print_edits(samples: &[EditSample]) {
         "service reported",
     ]);
     for s in samples {
-        let timing = |key: &str| {
-            s.timings
-                .as_ref()
-                .and_then(|t| t[key].as_f64())
-                .map(|v| format!("{v:.2} s"))
-                .unwrap_or_else(|| "—".into())
-        };
+        let timing = |key: &str| timing_cell(s.timings.as_ref(), key);
         table.row(vec![
             s.kind.to_string(),
             format!("`{}`", s.file),
