@@ -19,6 +19,7 @@ mod paths;
 mod process;
 mod real_path;
 mod service;
+mod shell_word;
 mod supervisor;
 mod systemd;
 

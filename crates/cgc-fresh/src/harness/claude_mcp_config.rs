@@ -45,7 +45,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde_json::{json, Map, Value};
 
-use super::claude_settings::{read_settings, refuse_symlinks, shell_word, write_or_show, Change};
+use super::claude_settings::{read_settings, refuse_symlinks, write_or_show, Change};
+use crate::shell_word::shell_word;
 
 /// The name of our server entry (Claude Code calls its tools
 /// `mcp__cgc-fresh__<tool>`).
@@ -184,12 +185,7 @@ pub fn merge(config: &Value, bin: &Path, workspace: &Path) -> Result<Change, Mcp
             servers.insert(SERVER_NAME.into(), desired);
         }
     }
-    let config_after = Value::Object(root);
-    Ok(Change {
-        changed: config_after != *config,
-        settings: config_after,
-        notes,
-    })
+    Ok(Change::between(config, root, notes))
 }
 
 /// Takes exactly our entry out of the project's MCP configuration.
@@ -212,12 +208,7 @@ pub fn unmerge(config: &Value) -> Result<Change, McpConfigError> {
     if drop_servers {
         root.shift_remove("mcpServers");
     }
-    let config_after = Value::Object(root);
-    Ok(Change {
-        changed: config_after != *config,
-        settings: config_after,
-        notes: Vec::new(),
-    })
+    Ok(Change::between(config, root, Vec::new()))
 }
 
 /// The `cgc mcp start` entries (and where they are) in Claude Code's own

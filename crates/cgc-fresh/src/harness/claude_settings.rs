@@ -33,6 +33,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde_json::{json, Map, Value};
 
+use crate::shell_word::shell_word;
+
 /// Which settings file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scope {
@@ -73,20 +75,6 @@ pub enum SettingsError {
     HooksNotObject,
     #[error("`hooks.{0}` is not an array")]
     EventNotArray(String),
-}
-
-/// A path as one shell word (Claude Code runs hook commands with a shell).
-pub fn shell_word(path: &Path) -> String {
-    let text = path.display().to_string();
-    let plain = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._+-=:,@%".contains(c));
-    if plain {
-        text
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
 }
 
 /// `<bin> hook claude-code`.
@@ -202,6 +190,18 @@ pub struct Change {
     pub notes: Vec<String>,
 }
 
+impl Change {
+    /// The change from `before` to the object `after`, with `notes`.
+    pub(crate) fn between(before: &Value, after: Map<String, Value>, notes: Vec<String>) -> Change {
+        let settings = Value::Object(after);
+        Change {
+            changed: settings != *before,
+            settings,
+            notes,
+        }
+    }
+}
+
 /// Merges our hooks and status line (for the binary `bin`) into `settings`.
 pub fn merge(settings: &Value, bin: &Path) -> Result<Change, SettingsError> {
     let mut root = settings
@@ -245,12 +245,7 @@ pub fn merge(settings: &Value, bin: &Path) -> Result<Change, SettingsError> {
             status_command(bin)
         )),
     }
-    let settings_after = Value::Object(root);
-    Ok(Change {
-        changed: settings_after != *settings,
-        settings: settings_after,
-        notes,
-    })
+    Ok(Change::between(settings, root, notes))
 }
 
 /// Takes exactly our hooks and status line out of `settings`.
@@ -283,12 +278,7 @@ pub fn unmerge(settings: &Value) -> Result<Change, SettingsError> {
     if root.get("statusLine").is_some_and(is_our_status_line) {
         root.remove("statusLine");
     }
-    let settings_after = Value::Object(root);
-    Ok(Change {
-        changed: settings_after != *settings,
-        settings: settings_after,
-        notes: Vec::new(),
-    })
+    Ok(Change::between(settings, root, Vec::new()))
 }
 
 /// Where the settings file of `scope` is.

@@ -19,6 +19,7 @@ use anyhow::{bail, Context as _};
 use super::plan::{install_plan, print_plan, uninstall_plan, Action, Instance, OnFailure, Plan};
 use super::systemctl::{Availability, Systemctl, SystemctlCommand};
 use crate::paths::{canonical_workspace, default_runtime_dir, Env, ProcessEnv};
+use crate::shell_word::shell_word;
 
 /// `cgc-fresh install --workspace PATH [--dry-run]`, writing its report to
 /// `out`. Errors: unusable workspace or binary path, no config directory,
@@ -142,8 +143,8 @@ pub fn install(
         writeln!(
             out,
             "  {} serve --workspace {}",
-            shell_quote(&host.binary),
-            shell_quote(workspace)
+            shell_word(&host.binary),
+            shell_word(workspace)
         )?;
         writeln!(
             out,
@@ -328,20 +329,6 @@ fn write_file_atomically(path: &Path, contents: &str, mode: u32) -> io::Result<(
         let _ = fs::remove_file(&temporary);
     }
     written
-}
-
-/// `path` as one POSIX shell word, for commands printed for people to copy.
-fn shell_quote(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let plain = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c));
-    if plain {
-        text.into_owned()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }
 
 #[cfg(test)]
@@ -679,15 +666,5 @@ mod tests {
             (PathBuf::from("/h/.config"), false)
         );
         assert!(config_home(&env(&[])).is_err());
-    }
-
-    #[test]
-    fn printed_commands_are_shell_quoted() {
-        assert_eq!(
-            shell_quote(Path::new("/usr/bin/cgc-fresh")),
-            "/usr/bin/cgc-fresh"
-        );
-        assert_eq!(shell_quote(Path::new("/home/a b")), "'/home/a b'");
-        assert_eq!(shell_quote(Path::new("/it's")), "'/it'\\''s'");
     }
 }
