@@ -9,7 +9,7 @@
 //! shapes it recognises).
 //!
 //! The functions that use these entries stay with their users
-//! (`manifest.rs`, `process/cgc_markers.rs` and the watcher's rules in
+//! (`manifest.rs`, `cgc_markers.rs` and the watcher's rules in
 //! `freshness/watcher_slot.rs`).
 
 /// The CGC version every entry here was read from.

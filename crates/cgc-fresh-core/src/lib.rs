@@ -7,6 +7,7 @@
 // Every dependency is used (dev-dependencies serve only the test targets).
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+pub mod cgc_markers;
 pub mod cgc_seam;
 pub mod config;
 pub mod freshness;
@@ -15,6 +16,7 @@ pub mod read_your_writes;
 pub mod sync_exit;
 pub mod sync_plan;
 pub mod sync_progress;
+pub mod sync_run;
 pub mod warm_worker;
 pub mod watcher;
 pub mod worker_life;

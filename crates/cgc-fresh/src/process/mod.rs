@@ -4,7 +4,8 @@
 //! - [`spawn`]: start a child as its own process-group leader with a parent
 //!   death signal, reset signal state and a clean, tagged environment.
 //! - [`capture`]: read its stdout/stderr line by line, bounded.
-//! - [`cgc_markers`]: recognise CGC's ready line and lock error.
+//! - [`cgc_markers`]: recognise CGC's ready line and lock error (pure,
+//!   in the core since the sync run's rules read them there).
 //! - [`executable`]: find the configured `cgc` the way a spawn will.
 //! - [`reap`]: collect every exit (children and re-parented orphans) on
 //!   SIGCHLD; be a child subreaper.
@@ -23,7 +24,7 @@
 
 pub mod busy;
 pub mod capture;
-pub mod cgc_markers;
+pub use cgc_fresh_core::cgc_markers;
 pub mod executable;
 pub mod kill;
 pub mod proc_info;

@@ -27,10 +27,12 @@ use crate::service::messages::ConfigChanged;
 use cgc_fresh_core::config::{Settings, SyncStrategy};
 use cgc_fresh_core::freshness::{FlightId, SessionKey, SyncAllowance, SyncCost, SyncOutcome};
 use cgc_fresh_core::sync_plan::{
-    classify_baseline_exit, classify_driver_exit, classify_sync_exit, driver_argv,
-    interpreter_from_shebang, is_index_skip_line, list_argv, parse_driver_result, plan_sync,
-    reconcile_argv, sync_argv, unanswered_worker_exit, worker_argv, worker_prepare, worker_request,
-    DriverOptions, DriverResult, DriverVerdict, SyncRun, SyncRunFacts, UnansweredWorkerExit,
+    driver_argv, interpreter_from_shebang, list_argv, plan_sync, reconcile_argv, sync_argv,
+    worker_argv, worker_prepare, worker_request, DriverOptions,
+};
+use cgc_fresh_core::sync_run::{
+    consent, ChildBudget, Consent, ConsentFacts, DriverRequest, EndRequest, ProbeAnswer, RunPhase,
+    RunWork, StartStep, SyncRunState,
 };
 use cgc_fresh_proto::SyncProgress;
 
@@ -53,9 +55,6 @@ pub use warm_worker::WarmUp;
 use self::mcp_calls::{ActiveMcp, PumpMcp};
 use super::mcp_route::{McpRequest, MCP_TOOLS_MODULE, MCP_TOOLS_MODULE_FILE};
 use crate::process::busy::find_lock_holder;
-use crate::process::cgc_markers::{
-    is_watch_ready_line, is_watch_stopping_line, output_has_backend_fallback, output_has_lock_error,
-};
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{
     ChildEvent, InterruptChild, RootSupervisor, SendInput, SpawnChild, StopChild,
@@ -63,10 +62,6 @@ use crate::supervisor::{
 
 /// The actor whose work this is, named in every log line.
 const COMPONENT: &str = "sync_runner";
-
-/// How a fallback reason begins when the installed CGC cannot run the
-/// incremental driver (its API probe failed, no interpreter).
-const DRIVER_UNAVAILABLE: &str = "the incremental driver is unavailable";
 
 /// Start the sync the machine decided on.
 #[derive(Message, Debug)]
@@ -88,10 +83,9 @@ pub struct RunSync {
 /// next sync starts a new one).
 pub const WORKER_IDLE_EXIT: Duration = Duration::from_secs(600);
 /// How long a reconcile's SIGINT may go without `cgc watch` saying it is
-/// stopping before it is sent again, and how many are sent at most (see
-/// `SyncRunner::interrupt_not_taken`).
+/// stopping before it is sent again (see `SyncRunner::interrupt_not_taken`;
+/// how many times: `sync_run::INTERRUPT_ATTEMPTS`).
 const INTERRUPT_RETRY: Duration = Duration::from_secs(5);
-const INTERRUPT_ATTEMPTS: u32 = 4;
 
 /// Stop a running sync (its session ended); it reports `Cancelled`.
 #[derive(Message, Debug)]
@@ -164,113 +158,17 @@ impl SyncEvent {
     }
 }
 
-enum Phase {
-    /// `cgc list` is running to decide whether the workspace is indexed.
-    Listing {
-        child: Option<u64>,
-        lines: Vec<String>,
-    },
-    /// The incremental driver's API probe is running.
-    Probing {
-        child: Option<u64>,
-        /// Boxed, as in `Active::Driver`.
-        result: Option<Box<DriverResult>>,
-    },
-    /// The sync itself is running.
-    Syncing { child: Option<u64> },
-}
-
-impl Phase {
-    fn child(&self) -> Option<u64> {
-        match self {
-            Phase::Listing { child, .. }
-            | Phase::Probing { child, .. }
-            | Phase::Syncing { child } => *child,
-        }
-    }
-
-    fn set_child(&mut self, id: u64) {
-        match self {
-            Phase::Listing { child, .. }
-            | Phase::Probing { child, .. }
-            | Phase::Syncing { child } => *child = Some(id),
-        }
-    }
-}
-
-/// What the `Syncing` phase runs.
-#[derive(Debug, Clone)]
-enum Active {
-    Driver {
-        paths: Vec<String>,
-        /// A baseline request (`SyncRun::Baseline`): the driver finds the
-        /// changed files by comparing the graph with the tree.
-        baseline: bool,
-        /// Boxed: a result is large, and most runs' `Active` holds none.
-        result: Option<Box<DriverResult>>,
-        /// The worker request this run waits for the answer to.
-        serial: u64,
-        /// A new worker took this request after the first one ended
-        /// without reading it (`unanswered_worker_exit`).
-        retried: bool,
-    },
-    Command {
-        strategy: SyncStrategy,
-    },
-}
-
-/// How the runner asked its child to end before it exited by itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EndRequest {
-    /// Reconciled (the ready line was seen): one SIGINT, after which the
-    /// child finishes cleanly; the time budget still bounds it. Escalating
-    /// after the short stop grace turned slow clean exits on a loaded
-    /// machine into kills, and so into failed syncs.
-    Interrupt,
-    /// Cancelled or out of time: the supervisor's full stop.
-    Stop(&'static str),
-}
-
+/// One run: its state (the core's rules) and what the actor holds for it.
 struct Run {
-    flight: FlightId,
-    session: Option<SessionKey>,
-    /// The changed paths (`None`: the whole workspace).
-    paths: Option<Vec<String>>,
-    /// What the sync phase runs (set when it starts).
-    active: Option<Active>,
-    phase: Phase,
-    facts: SyncRunFacts,
-    /// What was asked of the child so far (sent once its id is known).
-    end_requested: Option<EndRequest>,
-    /// The classes whose `Spawned` went to the machine (a very fast child
-    /// may exit before the spawn reply is processed; the report must still
-    /// come first).
-    spawned_reported: BTreeSet<SyncCost>,
-    allowance: SyncAllowance,
+    state: SyncRunState,
     timer: Option<SpawnHandle>,
     /// What the run has shown of its progress (`progress.rs`).
     progress: progress::RunProgress,
 }
 
 impl Run {
-    /// The class of cost of what the sync phase runs.
-    fn cost(&self) -> SyncCost {
-        match self.active {
-            // A baseline parses the whole tree and reads the whole graph:
-            // it pays from the whole-repository allowance.
-            Some(Active::Driver { baseline: true, .. }) => SyncCost::WholeRepository,
-            Some(Active::Driver { .. }) => SyncCost::ChangedFiles,
-            _ => SyncCost::WholeRepository,
-        }
-    }
-
-    /// The `Spawned` report for process `pid`, unless its class was
-    /// reported already.
-    fn spawned_report(&mut self, pid: u32) -> Option<SyncEvent> {
-        let cost = self.cost();
-        self.spawned_reported
-            .insert(cost)
-            .then_some(SyncEvent::Spawned { pid, cost })
+    fn flight(&self) -> FlightId {
+        self.state.flight()
     }
 }
 
@@ -286,7 +184,7 @@ pub struct SyncRunner {
     known_unindexed: BTreeSet<Option<SessionKey>>,
     known_indexed: bool,
     /// The driver's API probe answer for the current settings.
-    probe: Option<Result<Option<String>, String>>,
+    probe: Option<ProbeAnswer>,
     /// Set after a driver run that may have left the graph partial: the
     /// next sync reconciles.
     must_reconcile: Option<String>,
@@ -424,7 +322,7 @@ impl SyncRunner {
             tracing::error!(
                 component = COMPONENT,
                 event = "sync_overlap_refused",
-                running = current.flight.0,
+                running = current.flight().0,
                 asked = msg.flight.0
             );
             self.report(
@@ -439,39 +337,34 @@ impl SyncRunner {
             self.report(msg.flight, SyncEvent::Busy { holder });
             return;
         }
-        let run = Run {
-            flight: msg.flight,
-            session: msg.session.clone(),
-            paths: msg.paths.clone(),
-            active: None,
-            phase: Phase::Syncing { child: None },
-            facts: SyncRunFacts::default(),
-            end_requested: None,
-            spawned_reported: BTreeSet::new(),
-            allowance: msg.allowance,
-            timer: None,
-            progress: progress::RunProgress::start(),
+        let consent_facts = ConsentFacts {
+            auto_create: self.settings.lifecycle.auto_create,
+            known_indexed: self.known_indexed,
+            marker_present: self.indexed_by_marker(),
+            session_known_unindexed: self.known_unindexed.contains(&msg.session),
         };
-        self.run = Some(run);
-        self.arm_progress_wake(ctx);
-        let consented =
-            self.settings.lifecycle.auto_create || self.known_indexed || self.indexed_by_marker();
-        if consented {
-            self.start_sync(ctx);
-        } else if self.known_unindexed.contains(&msg.session) {
-            self.run = None;
+        let state = SyncRunState::new(msg.flight, msg.session, msg.paths, msg.allowance);
+        let consent = consent(consent_facts);
+        if consent == Consent::Declined {
             self.report(
                 msg.flight,
                 SyncEvent::Declined {
                     reason: declined_reason(&self.workspace),
                 },
             );
+            return;
+        }
+        self.run = Some(Run {
+            state,
+            timer: None,
+            progress: progress::RunProgress::start(),
+        });
+        self.arm_progress_wake(ctx);
+        if consent == Consent::Granted {
+            self.start_sync(ctx);
         } else {
             if let Some(run) = self.run.as_mut() {
-                run.phase = Phase::Listing {
-                    child: None,
-                    lines: Vec::new(),
-                };
+                run.state.begin_listing();
             }
             self.spawn(
                 list_argv(&self.settings.cgc.global_args),
@@ -485,11 +378,12 @@ impl SyncRunner {
 impl Handler<CancelRun> for SyncRunner {
     type Result = ();
     fn handle(&mut self, msg: CancelRun, _: &mut Self::Context) {
-        let Some(run) = self.run.as_mut().filter(|r| r.flight == msg.flight) else {
+        let Some(run) = self.run.as_mut().filter(|r| r.flight() == msg.flight) else {
             return;
         };
-        run.facts.cancelled = true;
-        self.request_end(EndRequest::Stop("sync cancelled: its session ended"));
+        if let Some((id, request)) = run.state.cancel() {
+            send_end(&self.supervisor, id, request);
+        }
     }
 }
 

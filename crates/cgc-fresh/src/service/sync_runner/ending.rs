@@ -1,6 +1,7 @@
 //! How a running sync is asked to end: the time budget, the reconcile's
 //! one SIGINT (sent again when `cgc watch` does not take it), and the
-//! supervisor's stop.
+//! supervisor's stop. What may be asked, and when, is the core's
+//! (`cgc_fresh_core::sync_run`); here it is sent.
 
 use super::*;
 
@@ -17,47 +18,36 @@ pub(super) fn send_end(supervisor: &Addr<RootSupervisor>, id: u64, request: EndR
 
 impl SyncRunner {
     pub(super) fn timed_out(&mut self, flight: FlightId) {
-        let Some(run) = self.run.as_mut().filter(|r| r.flight == flight) else {
+        let Some(run) = self.run.as_mut().filter(|r| r.flight() == flight) else {
             return;
         };
         run.timer = None;
-        let child = run.phase.child();
         tracing::warn!(
             component = COMPONENT,
             event = "sync_timeout",
             flight = flight.0,
-            child
+            child = run.state.child()
         );
-        run.facts.timed_out = true;
-        self.request_end(EndRequest::Stop("time budget exhausted"));
+        if let Some((id, request)) = run.state.time_out() {
+            send_end(&self.supervisor, id, request);
+        }
     }
 
-    /// The reconcile's SIGINT was sent `sent` times and `cgc watch` has not
-    /// said it is stopping: send it again. CGC 0.6.13 waits for it in
-    /// `threading.Event().wait()`, which a SIGINT the kernel hands to one
-    /// of its other threads does not wake (seen on FalkorDB Lite, whose
-    /// client runs two more threads, on a loaded machine: the reconcile
-    /// sat after its ready line until the session ended). Only while the
-    /// stopping line is not out, so a stop under way never gets a second
-    /// SIGINT (that would make it exit 130); the time budget still bounds
-    /// the whole run.
+    /// The reconcile's SIGINT was sent `sent` times: send it again if the
+    /// run's rule says so (`SyncRunState::interrupt_again`), and look again
+    /// later.
     pub(super) fn interrupt_not_taken(
         &mut self,
         flight: FlightId,
         sent: u32,
         ctx: &mut Context<Self>,
     ) {
-        let Some(run) = self.run.as_ref() else { return };
-        let waiting = run.flight == flight
-            && run.facts.saw_ready
-            && !run.facts.saw_stopping
-            && matches!(run.end_requested, Some(EndRequest::Interrupt));
-        let Some(id) = run.phase.child().filter(|_| waiting) else {
+        let Some(run) = self.run.as_ref().filter(|r| r.flight() == flight) else {
             return;
         };
-        if sent >= INTERRUPT_ATTEMPTS {
+        let Some(id) = run.state.interrupt_again(sent) else {
             return;
-        }
+        };
         tracing::warn!(
             component = COMPONENT,
             event = "interrupt_repeated",
@@ -72,20 +62,16 @@ impl SyncRunner {
         });
     }
 
-    /// Asks the running child to end, unless it was already asked as much
-    /// or more (a stop is never downgraded to an interrupt, nor repeated).
-    pub(super) fn request_end(&mut self, request: EndRequest) {
-        let Some(run) = self.run.as_mut() else {
-            return;
-        };
-        match (run.end_requested, request) {
-            (Some(EndRequest::Stop(_)), _)
-            | (Some(EndRequest::Interrupt), EndRequest::Interrupt) => return,
-            _ => {}
-        }
-        run.end_requested = Some(request);
-        if let Some(id) = run.phase.child() {
+    /// The reconcile is done (its ready line): one SIGINT now, or when the
+    /// child's id is known, and a look later in case it was not taken.
+    pub(super) fn reconciled(&mut self, ctx: &mut Context<Self>) {
+        let Some(run) = self.run.as_mut() else { return };
+        let flight = run.flight();
+        if let Some((id, request)) = run.state.request_end(EndRequest::Interrupt) {
             send_end(&self.supervisor, id, request);
         }
+        ctx.run_later(INTERRUPT_RETRY, move |act, ctx| {
+            act.interrupt_not_taken(flight, 1, ctx)
+        });
     }
 }

@@ -17,12 +17,13 @@ use actix::prelude::*;
 use cgc_fresh_core::config::WatchMode;
 use cgc_fresh_proto::RequestId;
 
-use super::{SyncRunner, COMPONENT, DRIVER_UNAVAILABLE};
+use super::{SyncRunner, COMPONENT};
 use crate::service::mcp_route::{
     internal_error, Assembled, Assembler, McpAsk, McpRequest, CHUNK_PREFIX,
     MAX_WAITING_MCP_REQUESTS,
 };
 use crate::service::messages::Outlet;
+use cgc_fresh_core::sync_run::driver_unavailable;
 
 /// Where an answer goes: the client's connection and its request id.
 pub(super) type McpReply = (Outlet, Option<RequestId>);
@@ -151,10 +152,7 @@ impl SyncRunner {
         }
         match self.driver_command() {
             Ok((program, argv)) => self.spawn_mcp_worker(program, argv, serial, line, ctx),
-            Err(reason) => self.finish_mcp(
-                internal_error(format!("{DRIVER_UNAVAILABLE}: {reason}")),
-                ctx,
-            ),
+            Err(reason) => self.finish_mcp(internal_error(driver_unavailable(&reason)), ctx),
         }
     }
 

@@ -4,6 +4,7 @@
 //! ready line).
 
 use super::*;
+use cgc_fresh_core::sync_run::LineStep;
 
 impl Handler<ChildEvent> for SyncRunner {
     type Result = ();
@@ -14,79 +15,27 @@ impl Handler<ChildEvent> for SyncRunner {
                     return;
                 }
                 let Some(run) = self.run.as_ref() else { return };
-                let current = run.phase.child();
-                if current.is_some_and(|c| c != id) {
+                if run.state.child().is_some_and(|c| c != id) {
                     return;
                 }
-                if matches!(run.phase, Phase::Syncing { .. }) && self.progress_line(&text, ctx) {
+                if run.state.phase() == &RunPhase::Syncing && self.progress_line(&text, ctx) {
                     return;
                 }
                 let Some(run) = self.run.as_mut() else { return };
-                match &mut run.phase {
-                    Phase::Listing { lines, .. } => {
-                        if lines.len() < 10_000 {
-                            lines.push(text);
-                        }
-                    }
-                    Phase::Probing { result, .. } => {
-                        if let Some(parsed) = parse_driver_result(&text) {
-                            *result = Some(Box::new(parsed));
-                        }
-                    }
-                    Phase::Syncing { .. } => {
-                        if let Some(Active::Driver { result, serial, .. }) = &mut run.active {
-                            if let Some(parsed) = parse_driver_result(&text) {
-                                // A worker's answer ends the run; one for
-                                // another request is not this run's.
-                                let expected = *serial;
-                                if parsed.exit.is_some() && parsed.serial != Some(expected) {
-                                    tracing::warn!(
-                                        component = COMPONENT,
-                                        event = "driver_worker_stray_answer",
-                                        id,
-                                        serial = parsed.serial,
-                                        expected
-                                    );
-                                    return;
-                                }
-                                let answer = parsed.exit;
-                                *result = Some(Box::new(parsed));
-                                if let Some(code) = answer {
-                                    self.worker_answered(id, code, ctx);
-                                }
-                                return;
-                            }
-                        }
-                        if output_has_lock_error(&text) {
-                            run.facts.lock_error = true;
-                        }
-                        if output_has_backend_fallback(&text) {
-                            run.facts.backend_fell_back = true;
-                        }
-                        if is_index_skip_line(&text) {
-                            run.facts.skipped_indexed = true;
-                        }
-                        let reconciling = matches!(
-                            &run.active,
-                            Some(Active::Command {
-                                strategy: SyncStrategy::Reconcile
-                            }) | None
-                        );
-                        if reconciling && is_watch_stopping_line(&text) {
-                            run.facts.saw_stopping = true;
-                        }
-                        if reconciling && is_watch_ready_line(&text) && !run.facts.saw_ready {
-                            run.facts.saw_ready = true;
-                            let flight = run.flight;
-                            // Reconciled: one SIGINT stops it cleanly (a
-                            // second would make it exit 130 mid-stop). If
-                            // the spawn reply is not in yet, it goes then.
-                            self.request_end(EndRequest::Interrupt);
-                            ctx.run_later(INTERRUPT_RETRY, move |act, ctx| {
-                                act.interrupt_not_taken(flight, 1, ctx)
-                            });
-                        }
-                    }
+                match run.state.line(&text) {
+                    LineStep::Noted => {}
+                    LineStep::Stray { serial, expected } => tracing::warn!(
+                        component = COMPONENT,
+                        event = "driver_worker_stray_answer",
+                        id,
+                        serial,
+                        expected
+                    ),
+                    LineStep::Answered { code } => self.worker_answered(id, code, ctx),
+                    // Reconciled: one SIGINT stops it cleanly (a second
+                    // would make it exit 130 mid-stop). If the spawn reply
+                    // is not in yet, it goes then.
+                    LineStep::Reconciled => self.reconciled(ctx),
                 }
             }
             ChildEvent::Exited {
@@ -100,7 +49,7 @@ impl Handler<ChildEvent> for SyncRunner {
                 if self.warm_up_child_exited(id, status.code(), ctx) {
                     return;
                 }
-                let current = self.run.as_ref().and_then(|run| run.phase.child());
+                let current = self.run.as_ref().and_then(|run| run.state.child());
                 match self.workers.exited(id, current == Some(id)) {
                     WorkerExit::Retired => {
                         tracing::info!(component = COMPONENT, event = "driver_worker_exited", id, pid, status = %status, retired = true);
@@ -130,7 +79,7 @@ impl Handler<ChildEvent> for SyncRunner {
                 // failure to record (and show again after a restart).
                 if during_shutdown {
                     if let Some(run) = self.run.as_mut() {
-                        run.facts.cancelled = true;
+                        run.state.stopped_by_shutdown();
                     }
                 }
                 use std::os::unix::process::ExitStatusExt;

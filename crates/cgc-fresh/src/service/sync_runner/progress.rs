@@ -11,7 +11,7 @@ use cgc_fresh_core::freshness::FlightId;
 use cgc_fresh_core::sync_progress::{parse_driver_progress, ProgressGate, ProgressStep};
 use cgc_fresh_proto::{SyncPhase, SyncProgress};
 
-use super::{Active, SyncEvent, SyncRunner, COMPONENT};
+use super::{RunWork, SyncEvent, SyncRunner, COMPONENT};
 use crate::process::cgc_markers::reconcile_phase;
 use crate::service::clock;
 
@@ -40,8 +40,8 @@ impl SyncRunner {
         let Some(run) = self.run.as_ref() else {
             return false;
         };
-        match &run.active {
-            Some(Active::Driver { serial, .. }) => {
+        match run.state.work() {
+            Some(RunWork::Driver { serial, .. }) => {
                 let Some(report) = parse_driver_progress(text) else {
                     return false;
                 };
@@ -52,7 +52,7 @@ impl SyncRunner {
                 }
                 true
             }
-            Some(Active::Command {
+            Some(RunWork::Command {
                 strategy: SyncStrategy::Reconcile,
             }) => {
                 if let Some(phase) = reconcile_phase(text) {
@@ -69,8 +69,8 @@ impl SyncRunner {
     /// from the command.
     pub(super) fn progress_spawned(&mut self, ctx: &mut Context<Self>) {
         let Some(run) = self.run.as_ref() else { return };
-        let phase = match &run.active {
-            Some(Active::Command {
+        let phase = match run.state.work() {
+            Some(RunWork::Command {
                 strategy: SyncStrategy::Update | SyncStrategy::Index,
             }) => SyncPhase::Indexing,
             _ => return,
@@ -81,7 +81,7 @@ impl SyncRunner {
     fn observe_progress(&mut self, step: ProgressStep, ctx: &mut Context<Self>) {
         let Some(run) = self.run.as_mut() else { return };
         let published = run.progress.gate.observe(step, clock::now());
-        let flight = run.flight;
+        let flight = run.flight();
         self.publish_progress(flight, published);
         self.arm_progress_wake(ctx);
     }
@@ -96,7 +96,7 @@ impl SyncRunner {
         let Some(at) = run.progress.gate.next_wake() else {
             return;
         };
-        let flight = run.flight;
+        let flight = run.flight();
         let after = at.get().saturating_sub(clock::now().get());
         run.progress.wake = Some(
             ctx.run_later(std::time::Duration::from_millis(after), move |act, ctx| {
@@ -106,7 +106,7 @@ impl SyncRunner {
     }
 
     fn progress_woken(&mut self, flight: FlightId, ctx: &mut Context<Self>) {
-        let Some(run) = self.run.as_mut().filter(|run| run.flight == flight) else {
+        let Some(run) = self.run.as_mut().filter(|run| run.flight() == flight) else {
             return;
         };
         run.progress.wake = None;

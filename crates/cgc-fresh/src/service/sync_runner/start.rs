@@ -2,6 +2,7 @@
 //! command, the driver's probe and the request to its worker.
 
 use super::*;
+use cgc_fresh_core::sync_run::{command_note, driver_note, start_step, unavailable, ChildStart};
 
 impl SyncRunner {
     pub(super) fn spawn(&mut self, argv: Vec<String>, kind: ChildKind, ctx: &mut Context<Self>) {
@@ -17,7 +18,7 @@ impl SyncRunner {
         ctx: &mut Context<Self>,
     ) {
         let Some(run) = self.run.as_ref() else { return };
-        let flight = run.flight;
+        let flight = run.flight();
         let mut env_set = vec![];
         if matches!(kind, ChildKind::Sync | ChildKind::Worker) {
             // A user's ENABLE_AUTO_WATCH would make `cgc index` fork a watcher.
@@ -33,7 +34,7 @@ impl SyncRunner {
             session: if kind == ChildKind::Worker {
                 None
             } else {
-                run.session.clone()
+                run.state.session().cloned()
             },
             requester: ctx.address().recipient(),
             piped_stdin: kind == ChildKind::Worker,
@@ -42,46 +43,15 @@ impl SyncRunner {
             if let (ChildKind::Worker, Ok(Ok(started))) = (kind, &result) {
                 act.worker_started(started, "sync");
             }
-            let Some(run) = act.run.as_mut().filter(|r| r.flight == flight) else {
+            let Some(run) = act.run.as_mut().filter(|r| r.flight() == flight) else {
                 return;
             };
             match result {
                 Ok(Ok(started)) => {
-                    run.phase.set_child(started.id);
-                    if kind == ChildKind::Worker && run.end_requested.is_none() {
-                        if let Some(Active::Driver {
-                            paths,
-                            serial,
-                            baseline,
-                            ..
-                        }) = &run.active
-                        {
-                            let (paths, serial, baseline) = (paths.clone(), *serial, *baseline);
-                            act.send_request(started.id, serial, &paths, baseline, ctx);
-                        }
-                    }
-                    let Some(run) = act.run.as_mut().filter(|r| r.flight == flight) else {
-                        return;
-                    };
-                    if let Some(request) = run.end_requested {
-                        // Asked to end (ready line seen, cancelled, out
-                        // of time) before we knew the child's id.
-                        send_end(&act.supervisor, started.id, request);
-                    }
-                    if matches!(run.phase, Phase::Syncing { .. }) {
-                        let timeout =
-                            Duration::from_millis(act.settings.cgc.maintenance_timeout_ms);
-                        run.timer =
-                            Some(ctx.run_later(timeout, move |act, _| act.timed_out(flight)));
-                        if let Some(event) = run.spawned_report(started.pid as u32) {
-                            act.report(flight, event);
-                        }
-                        act.progress_spawned(ctx);
-                    } else {
-                        let timeout = Duration::from_millis(act.settings.cgc.timeout_ms);
-                        run.timer =
-                            Some(ctx.run_later(timeout, move |act, _| act.timed_out(flight)));
-                    }
+                    let start = run
+                        .state
+                        .child_started(started.id, kind == ChildKind::Worker);
+                    act.child_start(start, started.id, started.pid as u32, ctx);
                 }
                 Ok(Err(error)) => {
                     act.run = None;
@@ -105,36 +75,69 @@ impl SyncRunner {
         }));
     }
 
+    /// Carries out what the run's child being known asks
+    /// (`SyncRunState::child_started`): the worker's request, an end asked
+    /// meanwhile, the time budget, the `Spawned` report.
+    pub(super) fn child_start(
+        &mut self,
+        start: ChildStart,
+        id: u64,
+        pid: u32,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(flight) = self.run.as_ref().map(Run::flight) else {
+            return;
+        };
+        if let Some(request) = start.request {
+            self.send_request(id, &request, ctx);
+        }
+        if let Some(end) = start.end {
+            // Asked to end (ready line seen, cancelled, out of time)
+            // before the child's id was known.
+            send_end(&self.supervisor, id, end);
+        }
+        let budget_ms = match start.budget {
+            ChildBudget::Maintenance => self.settings.cgc.maintenance_timeout_ms,
+            ChildBudget::Cli => self.settings.cgc.timeout_ms,
+        };
+        let Some(run) = self.run.as_mut().filter(|r| r.flight() == flight) else {
+            return;
+        };
+        if let Some(timer) = run.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        run.timer = Some(
+            ctx.run_later(Duration::from_millis(budget_ms), move |act, _| {
+                act.timed_out(flight)
+            }),
+        );
+        if let Some(cost) = start.spawned {
+            self.report(flight, SyncEvent::Spawned { pid, cost });
+        }
+        if start.budget == ChildBudget::Maintenance {
+            self.progress_spawned(ctx);
+        }
+    }
+
     pub(super) fn start_sync(&mut self, ctx: &mut Context<Self>) {
         let Some(run) = self.run.as_ref() else { return };
         let plan = plan_sync(
             &self.settings.cgc.sync_strategy,
-            run.paths.as_deref(),
+            run.state.paths(),
             self.must_reconcile.as_deref(),
         );
-        match plan {
-            SyncRun::Command {
-                strategy,
-                fallback_reason,
-            } => self.start_command(strategy, fallback_reason, ctx),
-            SyncRun::Incremental { paths } => match self.probe.clone() {
-                Some(Ok(_)) => self.start_driver(paths, None, ctx),
-                Some(Err(reason)) => self.start_command(
-                    SyncStrategy::Reconcile,
-                    Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
-                    ctx,
-                ),
-                None => self.start_probe(ctx),
-            },
-            SyncRun::Baseline { reason } => match self.probe.clone() {
-                Some(Ok(_)) => self.start_driver(Vec::new(), Some(reason), ctx),
-                Some(Err(reason)) => self.start_command(
-                    SyncStrategy::Reconcile,
-                    Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
-                    ctx,
-                ),
-                None => self.start_probe(ctx),
-            },
+        let step = start_step(plan, self.probe.as_ref());
+        self.start(step, ctx);
+    }
+
+    /// Starts what the run's rules chose.
+    pub(super) fn start(&mut self, step: StartStep, ctx: &mut Context<Self>) {
+        match step {
+            StartStep::Command { strategy, fallback } => {
+                self.start_command(strategy, fallback, ctx)
+            }
+            StartStep::Driver { paths, baseline } => self.start_driver(paths, baseline, ctx),
+            StartStep::Probe => self.start_probe(ctx),
         }
     }
 
@@ -146,10 +149,10 @@ impl SyncRunner {
         let Some(run) = self.run.as_ref() else {
             return false;
         };
-        if run.allowance.allows(cost) {
+        if run.state.admits(cost) {
             return false;
         }
-        let flight = run.flight;
+        let flight = run.flight();
         self.run = None;
         tracing::info!(component = COMPONENT, event = "sync_over_budget", flight = flight.0, cost = ?cost);
         self.report(flight, SyncEvent::OverBudget { cost });
@@ -168,30 +171,20 @@ impl SyncRunner {
             return;
         }
         let Some(run) = self.run.as_mut() else { return };
-        let flight = run.flight;
-        run.phase = Phase::Syncing { child: None };
-        run.active = Some(Active::Command {
-            strategy: strategy.clone(),
-        });
-        run.facts = SyncRunFacts::default();
-        run.end_requested = None;
-        let note = match &fallback {
-            Some(reason) => format!("sync strategy {strategy} (instead of incremental: {reason})"),
-            None => format!("sync strategy {strategy}"),
-        };
+        let flight = run.flight();
+        run.state.begin_command(strategy.clone());
         if fallback.is_some() {
             tracing::warn!(component = COMPONENT, event = "sync_strategy_fallback", flight = flight.0, strategy = %strategy, reason = fallback.as_deref());
         } else {
             tracing::info!(component = COMPONENT, event = "sync_strategy", flight = flight.0, strategy = %strategy);
         }
+        let note = command_note(&strategy, fallback.as_deref());
         self.report(
             flight,
             SyncEvent::Strategy {
-                driver_unavailable: fallback
-                    .as_deref()
-                    .is_some_and(|reason| reason.starts_with(DRIVER_UNAVAILABLE)),
-                note,
-                fallback: fallback.is_some(),
+                note: note.note,
+                fallback: note.fallback,
+                driver_unavailable: note.driver_unavailable,
             },
         );
         let argv = sync_argv(&strategy, &self.settings.cgc.global_args);
@@ -254,23 +247,14 @@ impl SyncRunner {
             Ok(command) => command,
             Err(reason) => {
                 self.probe = Some(Err(reason.clone()));
-                self.start_command(
-                    SyncStrategy::Reconcile,
-                    Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
-                    ctx,
-                );
+                self.start(unavailable(&reason), ctx);
                 return;
             }
         };
         let Some(script) = argv.pop() else { return };
         argv.extend(driver_argv(&script, &self.driver_options(), None, None));
         if let Some(run) = self.run.as_mut() {
-            run.phase = Phase::Probing {
-                child: None,
-                result: None,
-            };
-            run.facts = SyncRunFacts::default();
-            run.end_requested = None;
+            run.state.begin_probe();
         }
         tracing::info!(component = COMPONENT, event = "driver_probe", program = %program.display());
         self.spawn_program(program, argv, ChildKind::Probe, ctx);
@@ -299,25 +283,21 @@ impl SyncRunner {
             None => match self.driver_command() {
                 Ok(command) => Some(command),
                 Err(reason) => {
-                    self.start_command(
-                        SyncStrategy::Reconcile,
-                        Some(format!("{DRIVER_UNAVAILABLE}: {reason}")),
-                        ctx,
-                    );
+                    self.start(unavailable(&reason), ctx);
                     return;
                 }
             },
         };
-        let Some((flight, serial)) =
-            self.new_driver_request(paths.clone(), baseline.is_some(), false)
-        else {
-            return;
+        self.next_serial += 1;
+        let request = DriverRequest {
+            serial: self.next_serial,
+            paths,
+            baseline: baseline.is_some(),
         };
-        if let Some(run) = self.run.as_mut() {
-            run.facts = SyncRunFacts::default();
-            run.end_requested = None;
-        }
-        let count = paths.len();
+        let count = request.paths.len();
+        let Some(run) = self.run.as_mut() else { return };
+        let flight = run.flight();
+        run.state.begin_driver(request, false);
         tracing::info!(
             component = COMPONENT,
             event = "sync_strategy",
@@ -332,37 +312,20 @@ impl SyncRunner {
             reason = baseline.as_deref(),
             worker = self.workers.current().map(|w| w.pid)
         );
-        // On a CGC the driver was not proven against (the person allowed
-        // it), every sync says so.
-        let unproven = match &self.probe {
-            Some(Ok(Some(note))) => format!("; {note}"),
-            _ => String::new(),
-        };
-        let note = match &baseline {
-            Some(reason) => format!(
-                "sync strategy incremental from a baseline: the changed files are found by \
-                 comparing the graph with the tree ({reason}{unproven})"
-            ),
-            None => format!("sync strategy incremental ({count} changed file(s){unproven})"),
-        };
+        let note = driver_note(count, baseline.as_deref(), self.probe.as_ref());
         self.report(
             flight,
             SyncEvent::Strategy {
-                note,
-                fallback: false,
-                driver_unavailable: false,
+                note: note.note,
+                fallback: note.fallback,
+                driver_unavailable: note.driver_unavailable,
             },
         );
         match (self.workers.current(), command) {
             (Some(worker), _) => {
-                let timeout = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);
                 let Some(run) = self.run.as_mut() else { return };
-                run.phase.set_child(worker.id);
-                run.timer = Some(ctx.run_later(timeout, move |act, _| act.timed_out(flight)));
-                if let Some(event) = run.spawned_report(worker.pid) {
-                    self.report(flight, event);
-                }
-                self.send_request(worker.id, serial, &paths, baseline.is_some(), ctx);
+                let start = run.state.child_started(worker.id, true);
+                self.child_start(start, worker.id, worker.pid, ctx);
             }
             (None, Some((program, argv))) => self.spawn_worker(program, argv, ctx),
             (None, None) => {}

@@ -18,28 +18,6 @@ use cgc_fresh_core::worker_life::LiveWorker;
 // `cgc_fresh_core::worker_life`.
 
 impl SyncRunner {
-    /// Makes `paths` the current run's driver request under a new serial
-    /// (waiting for its child); the run's flight and the serial.
-    pub(super) fn new_driver_request(
-        &mut self,
-        paths: Vec<String>,
-        baseline: bool,
-        retried: bool,
-    ) -> Option<(FlightId, u64)> {
-        self.next_serial += 1;
-        let serial = self.next_serial;
-        let run = self.run.as_mut()?;
-        run.phase = Phase::Syncing { child: None };
-        run.active = Some(Active::Driver {
-            paths,
-            baseline,
-            result: None,
-            serial,
-            retried,
-        });
-        Some((run.flight, serial))
-    }
-
     /// Starts a worker from the driver's command; the current run's
     /// request goes once the spawn reply names it.
     pub(super) fn spawn_worker(
@@ -89,7 +67,7 @@ impl SyncRunner {
     }
 
     /// The worker the current run asked exited (`code`) without answering:
-    /// whether a new worker took the request (`unanswered_worker_exit`).
+    /// whether a new worker took the request (`SyncRunState::retry_unanswered`).
     /// When it did not, the run ends with that exit.
     pub(super) fn replace_unanswering_worker(
         &mut self,
@@ -101,37 +79,34 @@ impl SyncRunner {
         let Some(run) = self.run.as_ref() else {
             return false;
         };
-        let Some(Active::Driver {
-            paths,
-            baseline,
-            result: None,
-            retried,
-            ..
-        }) = &run.active
-        else {
+        let Some((paths, baseline)) = run.state.retry_unanswered(code, during_shutdown) else {
             return false;
         };
-        let cancelled = run.facts.cancelled || during_shutdown || run.end_requested.is_some();
-        let verdict = unanswered_worker_exit(code, cancelled, run.facts.timed_out, *retried);
-        if verdict == UnansweredWorkerExit::End {
-            return false;
-        }
-        let (paths, baseline) = (paths.clone(), *baseline);
         let Ok((program, argv)) = self.driver_command() else {
+            return false;
+        };
+        self.next_serial += 1;
+        let serial = self.next_serial;
+        let Some(run) = self.run.as_mut() else {
             return false;
         };
         // The new worker gets the whole time budget: the old one read
         // nothing, so no time went into this request.
-        if let Some(timer) = self.run.as_mut().and_then(|run| run.timer.take()) {
+        if let Some(timer) = run.timer.take() {
             ctx.cancel_future(timer);
         }
-        let Some((flight, serial)) = self.new_driver_request(paths, baseline, true) else {
-            return false;
-        };
+        run.state.begin_driver(
+            DriverRequest {
+                serial,
+                paths,
+                baseline,
+            },
+            true,
+        );
         tracing::info!(
             component = COMPONENT,
             event = "driver_worker_replaced",
-            flight = flight.0,
+            flight = run.flight().0,
             id,
             serial,
             reason = "it ended before it read the request"
@@ -156,28 +131,27 @@ impl SyncRunner {
         );
     }
 
-    /// Asks the worker to apply `paths`; its answer is a result line with
+    /// Asks the worker to apply `request`; its answer is a result line with
     /// this `serial`. A request that cannot be written stops the worker,
     /// and the run ends with its exit.
     pub(super) fn send_request(
         &mut self,
         id: u64,
-        serial: u64,
-        paths: &[String],
-        baseline: bool,
+        request: &DriverRequest,
         ctx: &mut Context<Self>,
     ) {
         tracing::info!(
             component = COMPONENT,
             event = "driver_worker_request",
             id,
-            serial,
-            files = paths.len(),
-            baseline
+            serial = request.serial,
+            files = request.paths.len(),
+            baseline = request.baseline
         );
         // The worker closes a database it held before it applies.
         self.database_held_by = None;
-        self.write_to_worker(id, worker_request(serial, paths, baseline), ctx);
+        let line = worker_request(request.serial, &request.paths, request.baseline);
+        self.write_to_worker(id, line, ctx);
     }
 
     /// Writes one line to worker `id`; a line that cannot be written stops
@@ -216,7 +190,7 @@ impl SyncRunner {
     /// Whether the current run is waiting on child `id` (a worker applying
     /// its request).
     pub(super) fn applying_with(&self, id: u64) -> bool {
-        self.run.as_ref().and_then(|run| run.phase.child()) == Some(id)
+        self.run.as_ref().and_then(|run| run.state.child()) == Some(id)
     }
 
     /// Lets the worker go (stopped through the supervisor). If a run is

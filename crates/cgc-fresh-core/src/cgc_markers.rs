@@ -7,7 +7,7 @@
 //! several captured lines), so multi-word markers are compared with all
 //! whitespace removed.
 
-pub use cgc_fresh_core::cgc_seam::{
+pub use crate::cgc_seam::{
     BACKEND_FALLBACK_MARKERS, LOCK_ERROR_MARKERS, RECONCILE_SCANNING_MARKER,
     RECONCILE_SYNCING_MARKER, WATCH_APPLIED_PREFIX, WATCH_APPLIED_SUFFIX, WATCH_READY_MARKER,
     WATCH_REMOVED_PREFIX, WATCH_STOPPING_MARKER,
