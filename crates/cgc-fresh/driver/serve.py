@@ -17,6 +17,14 @@ import cgc_fresh_session_patches as session_patches
 from cgc_fresh_worker import companion
 
 
+def is_workspace_relative(rel):
+    """Whether `rel` names a path inside the workspace: relative, and no
+    `..` component anywhere (`a/../../x.py` leaves it as surely as
+    `../x.py`). The service sends normalised paths; anything else is not
+    the service's and is refused before anything runs."""
+    return isinstance(rel, str) and not os.path.isabs(rel) and ".." not in rel.split("/")
+
+
 def run_request(worker, paths, probe=False, baseline=False, progress=None):
     """One probe or one apply of `paths` — with `baseline`, of `paths` and
     of every file the graph does not hold as a from-scratch index would
@@ -55,7 +63,7 @@ def run_request(worker, paths, probe=False, baseline=False, progress=None):
             raise protocol.Unsupported(gate.note)
         rel_paths = sorted(set(p for p in paths if p))
         for rel in rel_paths:
-            if not isinstance(rel, str) or os.path.isabs(rel) or rel.split("/")[0] == "..":
+            if not is_workspace_relative(rel):
                 raise protocol.Unsupported(f"not a workspace-relative path: {rel!r}")
         with session_patches.RequestMemos(worker.ignore_memo), session_patches.CollectorPaused():
             applied = apply.run_apply(worker, rel_paths, timings, baseline=baseline, progress=progress)

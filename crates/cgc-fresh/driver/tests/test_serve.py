@@ -30,12 +30,18 @@ class RunRequestTest(unittest.TestCase):
         with mock.patch.object(cgc_setup, "probe_api", return_value=([], {})), \
                 mock.patch.object(cgc_setup, "cgc_version", return_value="0.6.13"), \
                 mock.patch.object(apply, "run_apply", side_effect=AssertionError("applied")):
-            for path in ("/etc/passwd", "../x.py", ".."):
+            for path in ("/etc/passwd", "../x.py", "..", "a/../../x.py", "a/.."):
                 result, code = run_request({}, [path])
                 self.assertEqual(code, protocol.EXIT_UNSUPPORTED, path)
                 self.assertIn("not a workspace-relative path", result["error"])
                 self.assertTrue(result["unsupported"])
                 self.assertNotIn("_t0", result["timings"])
+
+    def test_a_path_inside_the_workspace_is_workspace_relative(self):
+        for path in ("a.py", "pkg/a.py", "pkg/..a.py", "a..b/c.py"):
+            self.assertTrue(serve.is_workspace_relative(path), path)
+        for path in ("/a.py", "..", "a/../../b.py", "a/../b.py", 3):
+            self.assertFalse(serve.is_workspace_relative(path), path)
 
     def test_without_paths_or_probe_there_is_nothing_to_do(self):
         result, code = run_request({}, None)
