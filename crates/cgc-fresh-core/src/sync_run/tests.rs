@@ -61,6 +61,15 @@ fn answer(serial: u64, code: i32) -> String {
     )
 }
 
+/// The child of an incremental run's `state` ended with `code`.
+fn ended(state: &mut SyncRunState, code: i32, tail: &str) -> ExitReport {
+    state.exited(
+        exit(code, tail),
+        &context(&SyncStrategy::Incremental),
+        never_asked,
+    )
+}
+
 fn never_asked() -> Option<String> {
     panic!("the lock holder is asked only after a lock error")
 }
@@ -325,11 +334,7 @@ fn a_worker_answer_for_another_request_is_not_this_runs() {
         Some(RunWork::Driver { result: None, .. })
     ));
     assert_eq!(state.line(&answer(6, 0)), LineStep::Answered { code: 0 });
-    let report = state.exited(
-        exit(0, ""),
-        &context(&SyncStrategy::Incremental),
-        never_asked,
-    );
+    let report = ended(&mut state, 0, "");
     match report.step {
         ExitStep::Finished {
             outcome,
@@ -397,22 +402,14 @@ fn a_listing_that_names_the_workspace_puts_the_run_back_to_syncing() {
     state.begin_listing();
     state.child_started(1, false);
     state.line(&format!("│ proj │ {WS} │ 12 │"));
-    let report = state.exited(
-        exit(0, ""),
-        &context(&SyncStrategy::Incremental),
-        never_asked,
-    );
+    let report = ended(&mut state, 0, "");
     assert_eq!(report.step, ExitStep::Listed(ListingVerdict::Indexed));
     assert_eq!(state.phase(), &RunPhase::Syncing);
     assert_eq!(state.child(), None, "the listing's child is gone");
 
     let mut state = run();
     state.begin_listing();
-    let report = state.exited(
-        exit(0, ""),
-        &context(&SyncStrategy::Incremental),
-        never_asked,
-    );
+    let report = ended(&mut state, 0, "");
     assert_eq!(report.step, ExitStep::Listed(ListingVerdict::NotIndexed));
 }
 
@@ -421,11 +418,7 @@ fn a_listing_read_from_a_fallen_back_backend_is_inconclusive() {
     let mut state = run();
     state.begin_listing();
     state.line("Falling back to KùzuDB");
-    let report = state.exited(
-        exit(0, ""),
-        &context(&SyncStrategy::Incremental),
-        never_asked,
-    );
+    let report = ended(&mut state, 0, "");
     assert!(matches!(
         report.step,
         ExitStep::Listed(ListingVerdict::Inconclusive { .. })
@@ -438,11 +431,7 @@ fn a_cancelled_probe_ends_the_run_cancelled_and_an_answered_one_is_kept() {
     state.begin_probe();
     state.child_started(1, true);
     state.cancel();
-    let report = state.exited(
-        exit(0, ""),
-        &context(&SyncStrategy::Incremental),
-        never_asked,
-    );
+    let report = ended(&mut state, 0, "");
     assert!(matches!(
         report.step,
         ExitStep::Finished {
@@ -454,11 +443,7 @@ fn a_cancelled_probe_ends_the_run_cancelled_and_an_answered_one_is_kept() {
 
     let mut state = run();
     state.begin_probe();
-    let report = state.exited(
-        exit(2, "boom"),
-        &context(&SyncStrategy::Incremental),
-        never_asked,
-    );
+    let report = ended(&mut state, 2, "boom");
     match report.step {
         ExitStep::Probed(Err(reason)) => assert!(reason.contains("exit code 2"), "{reason}"),
         other => panic!("{other:?}"),
@@ -470,11 +455,7 @@ fn a_driver_run_that_failed_makes_the_next_sync_reconcile() {
     let mut state = driver_run(3);
     state.child_started(1, true);
     state.line(&answer(3, 1));
-    let report = state.exited(
-        exit(1, ""),
-        &context(&SyncStrategy::Incremental),
-        never_asked,
-    );
+    let report = ended(&mut state, 1, "");
     match report.step {
         ExitStep::Finished { next, applied, .. } => {
             assert!(matches!(next, NextReconcile::Require(_)), "{next:?}");
