@@ -59,7 +59,7 @@ def run_apply(worker, rel_paths, timings, prepare_only=False, baseline=False, pr
         def get_backend_type(self):
             return "none"
 
-    with session_patches.RealpathMemo():
+    with session_patches.RealpathMemo(), session_patches.GoCapturesInOrder():
         offline = OfflineBuilder(NoDatabase(), None, None)
         parsers = offline.parsers
         files, _ = discover_files_to_index(repo, ctx.cgcignore_path, supported_extensions=set(parsers.keys()))

@@ -93,15 +93,22 @@ def version_gate(installed, allow_unproven, proven=PROVEN_CGC_VERSIONS):
 # Not here: notebooks (`.ipynb`, converted before parsing), and the other
 # languages, whose parsers were not read (Lua's module search and
 # Gradle's settings read other files).
-# Go (`.go`) reads its file alone too, but is left out: the seeded trial
-# on go-jsonnet's sources saw a prepared tree whose parse differed from
-# step 1 run again on the same files (`CGC_FRESH_VERIFY_PREPARED`), in about
-# one run in five; until that is understood, Go files are parsed at every
-# sync and a tree with one is never taken from a prepare.
+# Go (`.go`) only with its query captures in document order
+# (`session_patches.GoCapturesInOrder`, in force for every parse the driver
+# makes): CGC 0.6.13's `GoTreeSitterParser._find_calls` (`go.py`, lines
+# 554-598) keeps only the first call it meets of each name on a line, and
+# py-tree-sitter 0.25 gives a capture's nodes in the order of a set hashed
+# by memory address, so which of two such calls a parse kept — and the
+# `full_name` that resolution and the CALLS relationship's `full_call_name`
+# take — changed from parse to parse (go-jsonnet's `ast/location.go`,
+# `lr.Begin.String()` and `lr.End.String()` on one line: the prepared tree
+# and step 1 run again differed under `CGC_FRESH_VERIFY_PREPARED` in about
+# one seeded trial in five).
 FILE_ALONE_SUFFIXES = (
     ".py",
     ".js", ".jsx", ".mjs", ".cjs",
     ".ts", ".mts", ".cts", ".d.ts", ".tsx",
+    ".go",
     ".rs",
 )
 

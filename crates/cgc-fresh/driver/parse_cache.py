@@ -23,7 +23,7 @@ mtime still changes the identity.
 
 File format (UTF-8 lines):
 
-    {"format": 1, "key": {...}, "count": N, "sha256": "<of the body>"}
+    {"format": 2, "key": {...}, "count": N, "sha256": "<of the body>"}
     [path, size, mtime_ns, ctime_ns, ino, dev]<TAB>{"parse": ..., "prescan": ...}
     ...
 
@@ -58,7 +58,10 @@ import secrets
 import sys
 import time
 
-FORMAT = 1
+# 2: a Go file's entry is its parse with the query captures in document
+# order (`session_patches.GoCapturesInOrder`); a format-1 cache could hold
+# a Go parse made without.
+FORMAT = 2
 # Bounds: a larger cache is not written, and not read.
 MAX_CACHE_BYTES = 256 * 1024 * 1024
 MAX_ENTRIES = 200_000

@@ -1,7 +1,8 @@
 """The patch framework: CGC's functions and methods replaced for the length
 of one request (`patch`, `Patching`), and every such patch the driver
 makes — the request's memos (`RequestMemos`, `RealpathMemo`), the
-collector paused (`CollectorPaused`), the schema statements left out of
+collector paused (`CollectorPaused`), the Go parser's query captures in
+document order (`GoCapturesInOrder`), the schema statements left out of
 an open (`SchemaDeferred`), the statements of CGC's embedded session
 left out or batched (`SessionStatements` and its kinds) and the purge
 deferred to the request's end (`PurgeDeferred`).
@@ -216,6 +217,88 @@ class RealpathMemo:
 
         posixpath.realpath, pathlib.Path.resolve = self._originals
         return False
+
+
+class GoCapturesInOrder(Patching):
+    """CGC's Go parser (`tools/languages/go.py`) given each query's captures
+    in document order while it is in force, so that a Go file's parse is a
+    function of its bytes.
+
+    CGC 0.6.13's `execute_query` (`utils/tree_sitter_manager.py`, lines
+    338-426; the dict at 390-394) flattens what tree-sitter's
+    `QueryCursor.captures` gives, a dict of each capture name's nodes, and
+    py-tree-sitter 0.25 collects those nodes in a set (its `captures` in
+    `query_cursor.c`) whose order follows `Node.__hash__`, made of the
+    tree's and the node's memory addresses. The order changes from one
+    parse to the next, in one process as in two. For most of what the
+    parsers read it is only the order of a list; but the Go parser's
+    `_find_calls` (`tools/languages/go.py`, lines 554-598) keeps only the
+    first call it meets of each name on a line, so on a line with two calls
+    of one name — go-jsonnet's `ast/location.go` line 108,
+    `lr.Begin.String()` and `lr.End.String()` — which call was kept, and
+    its `full_name`, changed from parse to parse. That name reaches the
+    graph: resolution takes the call's receiver from it
+    (`tools/indexing/resolution/calls.py`, `full_call`, lines 131-164) and
+    the CALLS relationship carries it (`full_call_name`, in the `MERGE` of
+    `tools/indexing/persistence/writer.py`, lines 1059 and 1071), so two
+    parses of an unchanged file could write two graphs, and a tree
+    prepared ahead could differ from step 1 run again
+    (`CGC_FRESH_VERIFY_PREPARED`). In document order the first call of the
+    line is kept, every time.
+
+    Each capture name's nodes take the places that name held in the list,
+    so the names come in the order CGC's function gave them (the Go parser
+    reads its groups in that order: an interface's node before its name);
+    only the order among one name's nodes changes, which the set left
+    arbitrary. A `cgc index` of the same tree keeps either call; this is
+    one of its outcomes, the same on every parse. Not done for the other
+    parsers: theirs keep no first-met item (Python keeps an import's lowest
+    line), and their parse of an unchanged file was seen equal at every
+    parse."""
+
+    def __enter__(self):
+        try:
+            from codegraphcontext.tools.languages import go
+        except ImportError:
+            return self
+        original = go.__dict__.get("execute_query")
+        if original is None:
+            return self
+
+        def execute_query(language, query_string, node):
+            return in_document_order(original(language, query_string, node))
+
+        patch(self._undo, go, "execute_query", execute_query)
+        return self
+
+
+def in_document_order(captures):
+    """`captures` (`(node, capture name)` pairs) with each name's nodes in
+    document order — by start, the enclosing node first — in the places
+    that name held (see `GoCapturesInOrder`)."""
+    captures = list(captures)
+    by_name = {}
+    for node, name in captures:
+        by_name.setdefault(name, []).append(node)
+    ordered = {name: iter(_document_order(nodes)) for name, nodes in by_name.items()}
+    return [(next(ordered[name]), name) for _node, name in captures]
+
+
+def _document_order(nodes):
+    if len({node.start_byte for node in nodes}) == len(nodes):
+        return sorted(nodes, key=lambda node: node.start_byte)
+
+    # Nodes that start together: the enclosing one first, and of a node
+    # and its only child (the same bytes) the parent, as a walk of the
+    # tree meets them.
+    def depth(node):
+        count = 0
+        while node.parent is not None:
+            node = node.parent
+            count += 1
+        return count
+
+    return sorted(nodes, key=lambda node: (node.start_byte, -node.end_byte, depth(node)))
 
 
 class SchemaDeferred(Patching):
