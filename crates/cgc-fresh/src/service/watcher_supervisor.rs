@@ -75,6 +75,9 @@ use crate::process::cgc_markers::{
 use crate::process::spawn::ChildKind;
 use crate::supervisor::{ChildEvent, RootSupervisor, SpawnChild, StopChild};
 
+mod child_events;
+mod spawn;
+
 /// The actor whose work this is, named in every log line.
 const COMPONENT: &str = "watcher_supervisor";
 
@@ -249,125 +252,6 @@ impl WatcherSupervisor {
         self.spawn_watcher(session, None, ctx);
     }
 
-    /// Spawns `session`'s watcher; `restart_of`: the process it replaces
-    /// (then its outcome is reported as `Restarted`, or as a `Failed` of
-    /// that process).
-    fn spawn_watcher(
-        &mut self,
-        session: SessionKey,
-        restart_of: Option<u32>,
-        ctx: &mut Context<Self>,
-    ) {
-        if let Some(running) = &self.running {
-            if running.run.session_ended() {
-                // The ended lifetime's watcher is still being stopped (it
-                // may hold the embedded database until it exits): this one
-                // starts once it is gone.
-                tracing::info!(component = COMPONENT, event = "watcher_deferred", session = %session, until_gone = %running.run.session());
-                self.deferred = Some(session);
-            } else {
-                tracing::info!(component = COMPONENT, event = "watcher_already_running", session = %session);
-            }
-            return;
-        }
-        if let Some(holder) = find_lock_holder(
-            &self.workspace,
-            &self.home,
-            &self.settings.cgc.global_args,
-            COMPONENT,
-        ) {
-            self.report(&session, held_by(restart_of, holder));
-            return;
-        }
-        self.running = Some(Running {
-            run: WatcherRun::spawning(session.clone(), restart_of, now()),
-            timer: None,
-            deadline: None,
-            probe: None,
-        });
-        let mut args = self.settings.cgc.global_args.clone();
-        // --sync-on-start: the fresh claim at verification is only true if
-        // the watcher first reconciles edits made before it started.
-        args.extend(["watch", "--sync-on-start", "."].map(String::from));
-        let spawn = self.supervisor.send(SpawnChild {
-            program: PathBuf::from(&self.settings.cgc.executable),
-            args,
-            env_set: self.logging_env(),
-            kind: ChildKind::Watcher,
-            session: Some(session.clone()),
-            requester: ctx.address().recipient(),
-            piped_stdin: false,
-        });
-        let liveness = Duration::from_millis(self.settings.freshness.watcher_liveness_ms);
-        let budget = Duration::from_millis(self.settings.cgc.maintenance_timeout_ms);
-        ctx.spawn(spawn.into_actor(self).map(move |result, act, ctx| {
-            let Some(running) = act.running.as_mut().filter(|r| *r.run.session() == session) else {
-                return;
-            };
-            match result {
-                Ok(Ok(started)) => {
-                    let spawned = running.run.spawned(started.id, started.pid as u32);
-                    running.timer = Some(ctx.run_later(liveness, |act, _| {
-                        // Alive, but alive is not verified: its start-up
-                        // reconcile may still be rewriting the graph.
-                        if let Some(running) = act.running.as_mut() {
-                            running.timer = None;
-                            if !running.run.is_verified() {
-                                tracing::info!(component = COMPONENT, event = "watcher_still_reconciling", session = %running.run.session(), "alive past freshness.watcherLivenessMs without its ready line; not verified");
-                            }
-                        }
-                    }));
-                    running.deadline = Some(ctx.run_later(budget, move |act, ctx| {
-                        act.give_up(budget, ctx)
-                    }));
-                    act.report(&session, spawned.report);
-                    if spawned.probe_now {
-                        act.start_probe(ctx);
-                    }
-                }
-                Ok(Err(error)) => {
-                    act.running = None;
-                    act.report(&session, spawn_failed(restart_of, error.to_string()));
-                }
-                Err(error) => {
-                    act.running = None;
-                    act.report(&session, spawn_failed(restart_of, error.to_string()));
-                }
-            }
-        }));
-    }
-
-    /// The child's environment on top of the service's: CGC's app logs at
-    /// INFO, and the shim that lets them through, if it could be written
-    /// (without it the watcher reports nothing applied, and edits made
-    /// while it runs keep the record `possibly_stale`: honest, not fresh).
-    fn logging_env(&self) -> Vec<(String, String)> {
-        let mut env = vec![("ENABLE_APP_LOGS".to_string(), "INFO".to_string())];
-        let written = crate::paths::ensure_private_dir(&self.shim_dir)
-            .map_err(|error| error.to_string())
-            .and_then(|()| {
-                crate::atomic_file::write_atomically(
-                    &self.shim_dir.join("sitecustomize.py"),
-                    WATCH_LOGGING_SHIM.as_bytes(),
-                )
-                .map_err(|error| error.to_string())
-            });
-        match written {
-            Ok(()) => {
-                let mut path = self.shim_dir.display().to_string();
-                if let Some(old) = std::env::var_os("PYTHONPATH").filter(|old| !old.is_empty()) {
-                    path.push(':');
-                    path.push_str(&old.to_string_lossy());
-                }
-                env.push(("PYTHONPATH".to_string(), path));
-            }
-            Err(error) => {
-                tracing::warn!(component = COMPONENT, event = "watch_logging_unavailable", dir = %self.shim_dir.display(), error = %error);
-            }
-        }
-        env
-    }
-
     /// No ready line within the budget: the start-up reconcile is taking
     /// too long (or the child hangs). Stop it; its exit reports the failure.
     fn give_up(&mut self, budget: Duration, _: &mut Context<Self>) {
@@ -491,98 +375,6 @@ impl Handler<SessionGone> for WatcherSupervisor {
     }
 }
 
-impl Handler<ChildEvent> for WatcherSupervisor {
-    type Result = ();
-    fn handle(&mut self, msg: ChildEvent, ctx: &mut Self::Context) {
-        match msg {
-            ChildEvent::Line { id, text } => {
-                let ours = self
-                    .running
-                    .as_ref()
-                    .is_some_and(|running| running.run.owns_line(id));
-                if !ours {
-                    return;
-                }
-                if output_has_backend_fallback(&text) {
-                    self.fell_back(id);
-                } else if is_watch_ready_line(&text) {
-                    // CGC prints it twice: the first one counts.
-                    let first = self
-                        .running
-                        .as_mut()
-                        .is_some_and(|running| running.run.ready(now()));
-                    if first {
-                        self.start_probe(ctx);
-                    }
-                } else if let Some(path) = watch_applied_path(&text) {
-                    let path = match std::path::Path::new(path).strip_prefix(&self.workspace) {
-                        Ok(relative) => relative.display().to_string(),
-                        Err(_) => path.to_string(),
-                    };
-                    let Some(running) = self.running.as_ref() else {
-                        return;
-                    };
-                    if let Some(event) = running.run.applied(path) {
-                        let session = running.run.session().clone();
-                        self.report(&session, event);
-                    }
-                }
-            }
-            ChildEvent::Exited {
-                id,
-                pid,
-                status,
-                output_tail,
-                during_shutdown,
-            } => {
-                if self
-                    .running
-                    .as_ref()
-                    .is_some_and(|running| !running.run.owns_exit(id))
-                {
-                    return;
-                }
-                let Some(mut running) = self.running.take() else {
-                    return;
-                };
-                running.cancel_timers(ctx, true);
-                let session = running.run.session().clone();
-                let exit = WatcherExit {
-                    pid: pid as u32,
-                    status: describe(status),
-                    output_tail,
-                    during_shutdown,
-                };
-                let (first, then) = running.run.exited(exit);
-                if let Some(event) = first {
-                    // It ended before its spawn reply was processed.
-                    self.report(&session, event);
-                }
-                let event = match then {
-                    AfterExit::Restart {
-                        previous,
-                        replaced_child,
-                    } => {
-                        tracing::info!(component = COMPONENT, event = "watcher_restarting", session = %session, previous, exit = %describe(status));
-                        self.spawn_watcher(session, Some(previous), ctx);
-                        if let Some(next) = self.running.as_mut() {
-                            next.run.replacing(replaced_child);
-                        }
-                        return;
-                    }
-                    AfterExit::Report(event) => event,
-                };
-                self.report(&session, event);
-                if let Some(next) = self.deferred.take() {
-                    if self.attempted.contains(&next) {
-                        self.spawn(next, ctx);
-                    }
-                }
-            }
-        }
-    }
-}
-
 impl WatcherSupervisor {
     /// Stops the running watcher `pid` of `session` for `purpose`, if it is
     /// the one running, verified, and not already being stopped.
@@ -624,14 +416,5 @@ impl Handler<ConfigChanged> for WatcherSupervisor {
     /// A reloaded configuration; the next attempt uses it.
     fn handle(&mut self, msg: ConfigChanged, _: &mut Self::Context) {
         self.settings = msg.0.settings.clone();
-    }
-}
-
-fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with code {code}"),
-        (None, Some(signal)) => format!("was killed by signal {signal}"),
-        _ => "ended".into(),
     }
 }
