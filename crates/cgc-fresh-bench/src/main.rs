@@ -145,11 +145,14 @@ enum Bench {
         /// Generated modules.
         #[arg(long, default_value_t = 400)]
         modules: usize,
-        /// The generated modules' language.
+        /// The workspace's language (generated modules, or the real tree).
         #[arg(long, value_enum, default_value = "python")]
         language: Language,
-        /// Measure on the pinned `pip` source from PyPI instead of
-        /// generated modules.
+        /// Measure on a published tree of `--language` instead of
+        /// generated modules, pinned by version and SHA-256: `pip` 24.0
+        /// (PyPI), `rxjs` 7.8.2 (npm, its `src/`), `eslint` 8.57.1 (npm),
+        /// go-jsonnet's Go sources in `gojsonnet` 0.22.0 (PyPI source
+        /// distribution), `tokio` 1.54.1 (crates.io).
         #[arg(long)]
         real_code: bool,
         /// Timed one-file edits under `incremental` (the first with no
@@ -295,7 +298,7 @@ fn run() -> Result<()> {
             &tools,
             &EditToFreshOptions {
                 codebase: if real_code {
-                    Codebase::Pip
+                    Codebase::Real(language)
                 } else {
                     Codebase::Generated { modules, language }
                 },

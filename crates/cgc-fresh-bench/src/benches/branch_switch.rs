@@ -148,7 +148,7 @@ fn rewrite(text: &str, names: &[usize], forward: bool) -> String {
 
 pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
     let codebase = if opts.real_code {
-        Codebase::Pip
+        Codebase::Real(Language::Python)
     } else {
         if opts.switched == 0 || opts.switched > opts.modules {
             bail!("--switched must be between 1 and --modules");
@@ -162,8 +162,8 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         &if opts.real_code {
             format!(
                 "branch-switch: the `{}` tree checked out as `{}` by one shell command, and back",
-                codebase::PIP_PIN,
-                release_branch::OTHER_PIN
+                codebase::PIP.pin(),
+                release_branch::OTHER.pin()
             )
         } else {
             format!(
@@ -207,7 +207,7 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
             rel: format!("pkg/mod_{:03}.py", modules - 1),
             function: format!("m{:03}_helper", modules - 1),
         },
-        Codebase::Pip => codebase::edit_targets(&codebase, &ws, 1)?
+        Codebase::Real(_) => codebase::edit_targets(&codebase, &ws, 1)?
             .into_iter()
             .next()
             .context("no file for the warm-up edit")?,
@@ -353,9 +353,9 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
             format!(
                 "the workspace made to hold exactly the `{}` wheel's files (sha256 `{}`, \
                  unpacked outside the workspace), and back to `{}`'s",
-                release_branch::OTHER_PIN,
-                release_branch::OTHER_SHA256,
-                codebase::PIP_PIN
+                release_branch::OTHER.pin(),
+                release_branch::OTHER.sha256,
+                codebase::PIP.pin()
             )
         } else {
             "module j's export renamed, and in module j+1 the import and call of it".to_string()

@@ -12,6 +12,7 @@ pub mod hook;
 pub mod idle;
 pub mod intake;
 pub mod mcp;
+pub mod pinned;
 pub mod release_branch;
 pub mod shutdown;
 pub mod slow_reader;

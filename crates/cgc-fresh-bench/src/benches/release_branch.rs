@@ -4,7 +4,7 @@
 //! differ, 25 exist only in 24.0 and 16 only in 22.3.1 (330 in all).
 //!
 //! Both trees come from PyPI wheels with their hashes required
-//! (`codebase::fetch_wheel`); a checkout makes the workspace hold exactly
+//! (`pinned::fetch`); a checkout makes the workspace hold exactly
 //! the target tree's files (the files that differ rewritten, the extra
 //! ones deleted, the missing ones written) and counts the Python files it
 //! touched.
@@ -15,20 +15,26 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use super::codebase::{self, PIP_PIN, PIP_SHA256};
+use super::codebase::{self, PIP};
+use super::generated::Language;
+use super::pinned::{self, Package, Registry};
 use crate::real_cgc::RealCgc;
 
-/// The other branch: an older `pip` release.
-pub const OTHER_PIN: &str = "pip==22.3.1";
-/// Its wheel's SHA-256 as PyPI publishes it.
-pub const OTHER_SHA256: &str = "908c78e6bc29b676ede1c4d57981d490cb892eb45cd8c214ab6298125119e077";
+/// The other branch: an older `pip` release, its wheel's SHA-256 as PyPI
+/// publishes it.
+pub const OTHER: Package = Package {
+    registry: Registry::PypiWheel,
+    name: "pip",
+    version: "22.3.1",
+    sha256: "908c78e6bc29b676ede1c4d57981d490cb892eb45cd8c214ab6298125119e077",
+};
 
 /// The two trees a switch moves the workspace between, unpacked outside
 /// it.
 pub struct ReleaseBranches {
-    /// The tree the workspace starts with (`PIP_PIN`).
+    /// The tree the workspace starts with (`PIP`).
     pub home: PathBuf,
-    /// The tree a switch "there" checks out (`OTHER_PIN`).
+    /// The tree a switch "there" checks out (`OTHER`).
     pub other: PathBuf,
 }
 
@@ -36,15 +42,15 @@ impl ReleaseBranches {
     /// Downloads and unpacks both releases under `root` (not in the
     /// workspace: CodeGraphContext would index them).
     pub fn fetch(cgc: &RealCgc, root: &Path) -> Result<Self> {
-        let unpack = |pin: &str, sha: &str, name: &str| -> Result<PathBuf> {
-            let wheel = codebase::fetch_wheel(cgc, pin, sha, &root.join(format!("{name}-wheel")))?;
+        let unpack = |package: &Package, name: &str| -> Result<PathBuf> {
+            let wheel = pinned::fetch(cgc, package, &root.join(format!("{name}-wheel")))?;
             let tree = root.join(format!("{name}-tree"));
-            codebase::unpack_wheel(cgc, &wheel, &tree)?;
+            pinned::unpack(cgc, &wheel, &tree)?;
             Ok(tree)
         };
         Ok(Self {
-            home: unpack(PIP_PIN, PIP_SHA256, "branch-home")?,
-            other: unpack(OTHER_PIN, OTHER_SHA256, "branch-other")?,
+            home: unpack(&PIP, "branch-home")?,
+            other: unpack(&OTHER, "branch-other")?,
         })
     }
 
@@ -111,7 +117,7 @@ fn defined(tree: &Path) -> Result<HashMap<String, usize>> {
         let Ok(text) = fs::read_to_string(&path) else {
             continue;
         };
-        for name in codebase::definitions(&text) {
+        for name in codebase::definitions(&text, Language::Python) {
             *out.entry(name).or_default() += 1;
         }
     }
