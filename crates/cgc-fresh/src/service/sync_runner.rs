@@ -268,6 +268,17 @@ impl SyncRunner {
     fn indexed_by_marker(&self) -> bool {
         self.workspace.join(".codegraphcontext").is_dir()
     }
+
+    /// What is known about the consent to sync; `session`: whose listing
+    /// answer counts (`None`: nobody's, as for the warm-up).
+    fn consent_facts(&self, session: Option<&Option<SessionKey>>) -> ConsentFacts {
+        ConsentFacts {
+            auto_create: self.settings.lifecycle.auto_create,
+            known_indexed: self.known_indexed,
+            marker_present: self.indexed_by_marker(),
+            session_known_unindexed: session.is_some_and(|s| self.known_unindexed.contains(s)),
+        }
+    }
 }
 
 fn declined_reason(workspace: &Path) -> String {
@@ -337,12 +348,7 @@ impl SyncRunner {
             self.report(msg.flight, SyncEvent::Busy { holder });
             return;
         }
-        let consent_facts = ConsentFacts {
-            auto_create: self.settings.lifecycle.auto_create,
-            known_indexed: self.known_indexed,
-            marker_present: self.indexed_by_marker(),
-            session_known_unindexed: self.known_unindexed.contains(&msg.session),
-        };
+        let consent_facts = self.consent_facts(Some(&msg.session));
         let state = SyncRunState::new(msg.flight, msg.session, msg.paths, msg.allowance);
         let consent = consent(consent_facts);
         if consent == Consent::Declined {

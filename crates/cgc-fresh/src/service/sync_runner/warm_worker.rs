@@ -22,6 +22,7 @@ use cgc_fresh_core::sync_exit::{listing_verdict, ChildEnd, ListingVerdict};
 use cgc_fresh_core::sync_plan::{
     list_argv, parse_driver_result, probe_answer, worker_prepare, worker_probe,
 };
+use cgc_fresh_core::sync_run::{consent, Consent};
 use cgc_fresh_core::warm_worker::{warm_worker_plan, WarmFacts, WarmWorker};
 
 use super::mcp_calls::PumpMcp;
@@ -97,8 +98,8 @@ impl SyncRunner {
         };
         let timeout = Duration::from_millis(self.settings.cgc.timeout_ms);
         let timer = ctx.run_later(timeout, move |act, ctx| act.warm_up_timed_out(serial, ctx));
-        let consented =
-            self.settings.lifecycle.auto_create || self.known_indexed || self.indexed_by_marker();
+        // The warm-up asks no session's answer: a listing settles it.
+        let consented = consent(self.consent_facts(None)) == Consent::Granted;
         self.warming = Some(Warming {
             serial,
             worker: None,
