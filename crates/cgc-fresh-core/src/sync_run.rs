@@ -50,8 +50,11 @@ use crate::sync_plan::{
     SyncRunFacts, UnansweredWorkerExit,
 };
 
+mod notes;
 #[cfg(test)]
 mod tests;
+
+pub use notes::{command_note, driver_note, StrategyNote};
 
 /// How a fallback reason begins when the installed CGC cannot run the
 /// incremental driver (its API probe failed, no interpreter): the person
@@ -157,56 +160,6 @@ pub fn unavailable(reason: &str) -> StartStep {
     StartStep::Command {
         strategy: SyncStrategy::Reconcile,
         fallback: Some(driver_unavailable(reason)),
-    }
-}
-
-/// What the run says it runs, for the status `detail`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StrategyNote {
-    pub note: String,
-    /// It is not the configured strategy.
-    pub fallback: bool,
-    /// The fallback is because the driver is unavailable.
-    pub driver_unavailable: bool,
-}
-
-/// The note of a `strategy` command, with the reason it replaces
-/// `incremental`.
-pub fn command_note(strategy: &SyncStrategy, fallback: Option<&str>) -> StrategyNote {
-    let note = match fallback {
-        Some(reason) => format!("sync strategy {strategy} (instead of incremental: {reason})"),
-        None => format!("sync strategy {strategy}"),
-    };
-    StrategyNote {
-        note,
-        fallback: fallback.is_some(),
-        driver_unavailable: fallback.is_some_and(|reason| reason.starts_with(DRIVER_UNAVAILABLE)),
-    }
-}
-
-/// The note of a driver run on `files` changed files, or from a
-/// `baseline`; on a CGC the driver was not proven against (the person
-/// allowed it, the probe's note), every sync says so.
-pub fn driver_note(
-    files: usize,
-    baseline: Option<&str>,
-    probe: Option<&ProbeAnswer>,
-) -> StrategyNote {
-    let unproven = match probe {
-        Some(Ok(Some(note))) => format!("; {note}"),
-        _ => String::new(),
-    };
-    let note = match baseline {
-        Some(reason) => format!(
-            "sync strategy incremental from a baseline: the changed files are found by \
-             comparing the graph with the tree ({reason}{unproven})"
-        ),
-        None => format!("sync strategy incremental ({files} changed file(s){unproven})"),
-    };
-    StrategyNote {
-        note,
-        fallback: false,
-        driver_unavailable: false,
     }
 }
 
