@@ -625,41 +625,35 @@ impl SyncRunState {
         lock_holder: impl FnOnce() -> Option<String>,
     ) -> ExitReport {
         let phase = std::mem::replace(&mut self.phase, RunPhase::Syncing);
-        let step = match phase {
-            RunPhase::Listing { lines } => {
-                return ExitReport {
-                    spawned: None,
-                    step: self.listed(&lines, exit, context),
-                }
-            }
-            RunPhase::Probing { result } => {
-                if self.facts.cancelled {
-                    finished(SyncOutcome::Cancelled, NextReconcile::Unchanged)
-                } else {
-                    let end = ChildEnd {
-                        code: exit.code,
-                        signal: exit.signal,
-                        timed_out: self.facts.timed_out,
-                        ..ChildEnd::default()
-                    };
-                    ExitStep::Probed(probe_verdict(
-                        result.as_deref(),
-                        end,
-                        context.cli_timeout_ms,
-                        &exit.tail,
-                    ))
-                }
-            }
-            RunPhase::Syncing => {
-                let spawned = self.spawned();
-                let step = self.synced(exit, context, lock_holder);
-                return ExitReport { spawned, step };
-            }
+        let (spawned, step) = match phase {
+            RunPhase::Listing { lines } => (None, self.listed(&lines, exit, context)),
+            RunPhase::Probing { result } => (None, self.probed(result.as_deref(), exit, context)),
+            RunPhase::Syncing => (self.spawned(), self.synced(exit, context, lock_holder)),
         };
-        ExitReport {
-            spawned: None,
-            step,
+        ExitReport { spawned, step }
+    }
+
+    fn probed(
+        &self,
+        result: Option<&DriverResult>,
+        exit: ChildExit,
+        context: &ExitContext<'_>,
+    ) -> ExitStep {
+        if self.facts.cancelled {
+            return finished(SyncOutcome::Cancelled, NextReconcile::Unchanged);
         }
+        let end = ChildEnd {
+            code: exit.code,
+            signal: exit.signal,
+            timed_out: self.facts.timed_out,
+            ..ChildEnd::default()
+        };
+        ExitStep::Probed(probe_verdict(
+            result,
+            end,
+            context.cli_timeout_ms,
+            &exit.tail,
+        ))
     }
 
     fn listed(&mut self, lines: &[String], exit: ChildExit, context: &ExitContext<'_>) -> ExitStep {

@@ -184,7 +184,7 @@ class FileContent:
             values = json.loads(entry)
             rows = self.either.get((values[0], values[1]))
             if rows is not None and (values[2], values[3]) in rows:
-                entry = import_entry(values[0], values[1], None, None, values[4], values[5])
+                entry = nameless_import_entry(values)
             out.append(entry)
         return tuple(sorted(out))
 
@@ -305,6 +305,13 @@ def collapsed_imports(statements):
     return {key: names for key, names in rows.items() if len(names) > 1}
 
 
+def nameless_import_entry(values):
+    """An import entry's decoded `values` as an entry without its
+    `imported_name` and `alias` (a collapsed edge's, whose kept name is
+    not a function of the file: `COLLAPSED_IMPORT_BACKENDS`)."""
+    return import_entry(values[0], values[1], None, None, values[4], values[5])
+
+
 def canonical_number(value):
     """A line number as the canonical form compares it."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -329,7 +336,7 @@ def expected_content(write_file, backend, columns):
         for entry in imports:
             values = json.loads(entry)
             if (values[0], values[1]) in either:
-                entry = import_entry(values[0], values[1], None, None, values[4], values[5])
+                entry = nameless_import_entry(values)
             loose.append(entry)
         imports = loose
     if file_params is None:

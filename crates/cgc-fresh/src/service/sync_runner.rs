@@ -269,14 +269,14 @@ impl SyncRunner {
         self.workspace.join(".codegraphcontext").is_dir()
     }
 
-    /// What is known about the consent to sync; `session`: whose listing
-    /// answer counts (`None`: nobody's, as for the warm-up).
-    fn consent_facts(&self, session: Option<&Option<SessionKey>>) -> ConsentFacts {
+    /// What is known about the consent to sync; `session_known_unindexed`:
+    /// a listing already said "not indexed" to the session asking.
+    fn consent_facts(&self, session_known_unindexed: bool) -> ConsentFacts {
         ConsentFacts {
             auto_create: self.settings.lifecycle.auto_create,
             known_indexed: self.known_indexed,
             marker_present: self.indexed_by_marker(),
-            session_known_unindexed: session.is_some_and(|s| self.known_unindexed.contains(s)),
+            session_known_unindexed,
         }
     }
 }
@@ -348,7 +348,7 @@ impl SyncRunner {
             self.report(msg.flight, SyncEvent::Busy { holder });
             return;
         }
-        let consent_facts = self.consent_facts(Some(&msg.session));
+        let consent_facts = self.consent_facts(self.known_unindexed.contains(&msg.session));
         let state = SyncRunState::new(msg.flight, msg.session, msg.paths, msg.allowance);
         let consent = consent(consent_facts);
         if consent == Consent::Declined {

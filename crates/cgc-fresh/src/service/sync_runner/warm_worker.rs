@@ -99,7 +99,7 @@ impl SyncRunner {
         let timeout = Duration::from_millis(self.settings.cgc.timeout_ms);
         let timer = ctx.run_later(timeout, move |act, ctx| act.warm_up_timed_out(serial, ctx));
         // The warm-up asks no session's answer: a listing settles it.
-        let consented = consent(self.consent_facts(None)) == Consent::Granted;
+        let consented = consent(self.consent_facts(false)) == Consent::Granted;
         self.warming = Some(Warming {
             serial,
             worker: None,
