@@ -15,16 +15,34 @@ parse-relevant settings. On any doubt (unreadable, not a regular file of
 ours, too large, a checksum or a line that does not match) the cache is
 ignored and every file parsed, exactly as without it.
 
-A file changed within `RACY_NS` of the sync is parsed but not stored: file
-times come from a coarse clock, so a second write in the same tick with the
-same size would leave the identity unchanged ("racy" entries, as git calls
-them). Its ctime cannot be set from user space, so a tool that restores an
-mtime still changes the identity.
+A file changed a moment before it is looked at is "racy" (as git calls
+it): file times come from a coarse clock, so a second write in the same
+tick with the same size would leave its identity unchanged. So:
+
+- a file changed at least `RACY_NS` (2 s) before it was looked at is
+  trusted by its identity alone (2 s: room for a file system whose times
+  have whole seconds, or whose clock lags ours);
+- a file changed at least `FINE_RACY_NS` (100 ms) before, on a file system
+  whose times carry sub-second parts (the file's ctime has them), gets an
+  entry that also holds the SHA-256 of its bytes, and the entry is used
+  only while the bytes still have it. The kernel's timestamps tick at most
+  every 10 ms, so a write after the look changes the identity; the digest
+  answers for a clock that is not ours (a network file system's);
+- a file changed more recently is parsed but not stored — except that a
+  file changed before the run began waits out its window before it is
+  looked at (the run waits at most 100 ms in all), so that a sync right
+  after an edit stores the edited file and the next sync parses only what
+  that one changed.
+
+A file's ctime cannot be set from user space, so a tool that restores an
+mtime still changes the identity. The clock and the sleep are inputs
+(`ParseCache(clock=, sleep=)`), for the tests.
 
 File format (UTF-8 lines):
 
-    {"format": 2, "key": {...}, "count": N, "sha256": "<of the body>"}
+    {"format": 3, "key": {...}, "count": N, "sha256": "<of the body>"}
     [path, size, mtime_ns, ctime_ns, ino, dev]<TAB>{"parse": ..., "prescan": ...}
+    [path, size, mtime_ns, ctime_ns, ino, dev, "<sha256 of the file>"]<TAB>{...}
     ...
 
 JSON never writes a raw tab or newline inside a value, so each line splits
@@ -60,13 +78,19 @@ import time
 
 # 2: a Go file's entry is its parse with the query captures in document
 # order (`session_patches.GoCapturesInOrder`); a format-1 cache could hold
-# a Go parse made without.
-FORMAT = 2
+# a Go parse made without. 3: an entry may hold the file's digest (a file
+# changed within `RACY_NS` of its parse).
+FORMAT = 3
 # Bounds: a larger cache is not written, and not read.
 MAX_CACHE_BYTES = 256 * 1024 * 1024
 MAX_ENTRIES = 200_000
-# Entries of files changed this recently (ns) are not stored.
+# Entries of files changed this recently (ns) before they were looked at
+# are not trusted by their identity alone; those of files changed more
+# recently than `FINE_RACY_NS` are not stored (the module doc).
 RACY_NS = 2_000_000_000
+FINE_RACY_NS = 100_000_000
+# The length of a hex SHA-256, the digest an entry may hold.
+DIGEST_LEN = 64
 TUPLE_TAG = "\u0000tuple"
 # Stale entries (files changed or gone) are harmless, but the file is
 # rewritten when they are this share of it, so it does not grow.
@@ -116,6 +140,74 @@ def _detuple(obj):
 
 def _identity(st):
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def _fine_times(ident):
+    """Whether the file system gives this file sub-second times (its
+    ctime, which only the kernel sets, has a sub-second part)."""
+    return ident[2] % 1_000_000_000 != 0
+
+
+def stamp_kind(ident, seen_ns):
+    """How an entry of a file of identity `ident`, looked at at `seen_ns`,
+    may be stored: "identity" (trusted by it alone), "digest" (with the
+    digest of the file's bytes) or None (not stored). See the module doc."""
+    changed = max(ident[1], ident[2])
+    if changed < seen_ns - RACY_NS:
+        return "identity"
+    if _fine_times(ident) and changed < seen_ns - FINE_RACY_NS:
+        return "digest"
+    return None
+
+
+def racy_wait_ns(ident, seen_ns):
+    """How long to wait before parsing a file of identity `ident` looked
+    at at `seen_ns` so that its parse can be stored: 0 when it can be now
+    or never will be by waiting at most `FINE_RACY_NS` (whole-second times,
+    a time in the future)."""
+    if not _fine_times(ident):
+        return 0
+    # To the first nanosecond `stamp_kind` takes ("digest": strictly older).
+    wait = max(ident[1], ident[2]) + FINE_RACY_NS + 1 - seen_ns
+    return wait if 0 < wait <= FINE_RACY_NS + 1 else 0
+
+
+def _stamp_fields(stamp):
+    """A stamp as its line writes it: the identity, then the digest if any."""
+    return list(stamp[:5]) + ([stamp[5]] if stamp[5] else [])
+
+
+def file_digest(path, ident):
+    """The SHA-256 (hex) of the file's bytes if it is still the regular
+    file of identity `ident` before and after the read, else None. Opened
+    non-blocking, so a FIFO planted in the workspace cannot hang the sync."""
+    import stat as stat_mod
+
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or _identity(st) != ident:
+            return None
+        digest = hashlib.sha256()
+        left = st.st_size + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
+        # Exactly the size it had: one byte more or fewer, it changed.
+        if left != 1 or _identity(os.fstat(fd)) != ident:
+            return None
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 # The installed CodeGraphContext and tree-sitter versions, read once per
@@ -186,8 +278,18 @@ class Resident:
 class ParseCache:
     """One sync's view of the cache: what was loaded, what this run adds."""
 
-    def __init__(self, path, key, resident=None, cached_suffixes=()):
+    def __init__(self, path, key, resident=None, cached_suffixes=(), clock=time.time_ns, sleep=time.sleep):
         self.path = path
+        self.clock = clock
+        self.sleep = sleep
+        # Racy files' windows are waited out up to this time: those of the
+        # files changed before the run began (`_look`).
+        self.wait_until_ns = clock() + FINE_RACY_NS + 1
+        # path -> (identity, stamp): the stamp an entry made this run gets
+        # (`_stamp`), the same for the parse and the pre-scan of a file
+        self.stamps = {}
+        # path -> (identity, digest or None), each file read once a run
+        self.digests = {}
         self.key = key
         self.resident = resident
         # The suffixes whose parse reads nothing but the file itself and
@@ -207,11 +309,12 @@ class ParseCache:
         # path -> decoded payload, this request's, and its identity
         self.decoded = {}
         self.decoded_ident = {}
-        self.started_ns = time.time_ns()
-        # path -> (identity, raw payload line, None); decoded payloads are in
+        # Entries are keyed by a stamp: the file's identity and the digest
+        # of its bytes ("" when the identity alone is trusted).
+        # path -> (stamp, raw payload line, None); decoded payloads are in
         # `decoded` (this request's) and the `Resident` (the worker's)
         self.loaded = {}
-        # path -> (identity, {"parse": encoded, "prescan": encoded}) made this run
+        # path -> (stamp, {"parse": encoded, "prescan": encoded}) made this run
         self.made = {}
         # path -> identity at this run's parse
         self.current = {}
@@ -289,12 +392,14 @@ class ParseCache:
             if (
                 not tab
                 or type(ident) is not list
-                or len(ident) != 6
+                or len(ident) not in (6, 7)
                 or type(ident[0]) is not str
-                or not all(type(n) is int for n in ident[1:])
+                or not all(type(n) is int for n in ident[1:6])
+                or (len(ident) == 7 and (type(ident[6]) is not str or len(ident[6]) != DIGEST_LEN))
             ):
                 raise ValueError("a malformed entry")
-            entries[ident[0]] = (tuple(ident[1:]), payload, None)
+            digest = ident[6] if len(ident) == 7 else ""
+            entries[ident[0]] = ((*ident[1:6], digest), payload, None)
         return entries
 
     def _payload(self, path, ident):
@@ -304,14 +409,14 @@ class ParseCache:
         if decoded is not None:
             return decoded if self.decoded_ident[path] == ident else None
         entry = self.loaded.get(path)
-        if entry is not None and entry[0] == ident:
+        if entry is not None and self._holds(entry[0], path, ident):
             decoded = self._decode(path, entry[1])
         else:
             carried = self.carried_made.get(path)
-            if carried is None or carried[0] != ident:
+            if carried is None or not self._holds(carried[0], path, ident):
                 return None
             decoded = {part: marshal.loads(raw) for part, raw in carried[2].items()}
-            self.made[path] = (ident, dict(carried[1]))
+            self.made[path] = (carried[0], dict(carried[1]))
             self.made_marshal[path] = dict(carried[2])
         if decoded is not None:
             self.decoded[path] = decoded
@@ -343,11 +448,54 @@ class ParseCache:
         except OSError:
             return None
 
-    def _storable(self, ident):
-        return ident is not None and max(ident[1], ident[2]) < self.started_ns - RACY_NS
+    def _look(self, path):
+        """The file's identity and the clock's time just before it was
+        taken — after waiting out the file's racy window (`racy_wait_ns`)
+        if it ends by `wait_until_ns`."""
+        seen = self.clock()
+        ident = self._stat(path)
+        if ident is not None:
+            wait = racy_wait_ns(ident, seen)
+            if wait and seen + wait <= self.wait_until_ns:
+                self.sleep(wait / 1e9)
+                seen = self.clock()
+                ident = self._stat(path)
+        return ident, seen
 
-    def _remember(self, key, ident, part, value):
-        if not self._storable(ident):
+    def _digest(self, path, ident):
+        known = self.digests.get(path)
+        if known is not None and known[0] == ident:
+            return known[1]
+        digest = file_digest(path, ident)
+        self.digests[path] = (ident, digest)
+        return digest
+
+    def _holds(self, stamp, path, ident):
+        """Whether an entry's `stamp` holds for the file `path` of identity
+        `ident` now: the same identity, and the same bytes where the entry
+        holds their digest."""
+        if ident is None or tuple(stamp[:5]) != ident:
+            return False
+        return not stamp[5] or self._digest(path, ident) == stamp[5]
+
+    def _stamp(self, path, ident, seen):
+        """The stamp an entry of `path` parsed at identity `ident`, looked
+        at at `seen`, is stored under; None: not stored (`stamp_kind`)."""
+        known = self.stamps.get(path)
+        if known is not None and known[0] == ident:
+            return known[1]
+        kind = stamp_kind(ident, seen)
+        stamp = None
+        if kind == "identity":
+            stamp = (*ident, "")
+        elif kind == "digest":
+            digest = self._digest(path, ident)
+            stamp = (*ident, digest) if digest else None
+        self.stamps[path] = (ident, stamp)
+        return stamp
+
+    def _remember(self, key, stamp, part, value):
+        if stamp is None:
             return
         try:
             encoded = _encode(value)
@@ -355,8 +503,8 @@ class ParseCache:
         except (Uncacheable, ValueError):
             return
         made = self.made.get(key)
-        if made is None or made[0] != ident:
-            made = (ident, {})
+        if made is None or made[0] != stamp:
+            made = (stamp, {})
             self.made[key] = made
             self.made_marshal[key] = {}
         made[1][part] = encoded
@@ -370,7 +518,7 @@ class ParseCache:
             self.uncached += 1
             return builder.parse_file(repo, path, False)
         key = str(path)
-        ident = self._stat(path)
+        ident, seen = self._look(path)
         self.current[key] = ident
         payload = self._payload(key, ident) if ident is not None else None
         if payload is not None and "parse" in payload:
@@ -378,8 +526,8 @@ class ParseCache:
             return payload["parse"]
         self.misses += 1
         result = builder.parse_file(repo, path, False)
-        if "error" not in result and self._stat(path) == ident:
-            self._remember(key, ident, "parse", result)
+        if ident is not None and "error" not in result and self._stat(path) == ident:
+            self._remember(key, self._stamp(key, ident, seen), "parse", result)
         return result
 
     def pre_scan(self, builder, files):
@@ -424,13 +572,13 @@ class ParseCache:
 
     def _pre_scan_one(self, scanner, file, get_parser):
         key = str(file)
-        ident = self._stat(file)
+        ident, seen = self._look(file)
         payload = self._payload(key, ident) if ident is not None else None
         if payload is not None and type(payload.get("prescan")) is dict:
             return payload["prescan"]
         found = scanner([file], get_parser)
-        if self._stat(file) == ident:
-            self._remember(key, ident, "prescan", found)
+        if ident is not None and self._stat(file) == ident:
+            self._remember(key, self._stamp(key, ident, seen), "prescan", found)
         return found
 
     # ---------------------------------------------------------- writing
@@ -454,38 +602,39 @@ class ParseCache:
             return
         made = {}
         if not self.saved:
-            for path, (ident, parts) in self.made.items():
+            for path, (stamp, parts) in self.made.items():
                 frozen = self.made_marshal.get(path, {})
-                if self.current.get(path) == ident and set(parts) == set(frozen) == {"parse", "prescan"}:
-                    made[path] = (ident, parts, frozen)
+                if self._holds(stamp, path, self.current.get(path)) and set(parts) == set(frozen) == {
+                        "parse", "prescan"}:
+                    made[path] = (stamp, parts, frozen)
         self.resident.key = self.key
         self.resident.decoded = self.next_decoded
         self.resident.made = made
 
     def _save(self):
         lines = {}
-        for path, (ident, raw, _decoded) in self.loaded.items():
-            if self.current.get(path) == ident:
-                lines[path] = (ident, raw)
+        for path, (stamp, raw, _decoded) in self.loaded.items():
+            if self._holds(stamp, path, self.current.get(path)):
+                lines[path] = (stamp, raw)
         stale = len(self.loaded) - len(lines)
         gained = 0
-        for path, (ident, parts) in self.made.items():
-            if "parse" not in parts or self.current.get(path) != ident:
+        for path, (stamp, parts) in self.made.items():
+            if "parse" not in parts or not self._holds(stamp, path, self.current.get(path)):
                 continue
             old = lines.get(path)
-            if old is not None and old[0] == ident:
+            if old is not None and old[0] == stamp:
                 continue
             if "prescan" not in parts:
                 continue
-            lines[path] = (ident, json.dumps(parts, separators=(",", ":")).encode("utf-8"))
+            lines[path] = (stamp, json.dumps(parts, separators=(",", ":")).encode("utf-8"))
             gained += 1
         if gained < max(1, GAIN_SHARE * len(lines)) and stale <= STALE_SHARE * max(len(lines), 1):
             return
         if len(lines) > MAX_ENTRIES:
             raise ValueError(f"more than {MAX_ENTRIES} files")
         body = b"\n".join(
-            json.dumps([path, *ident], separators=(",", ":")).encode("utf-8") + b"\t" + raw
-            for path, (ident, raw) in sorted(lines.items())
+            json.dumps([path, *_stamp_fields(stamp)], separators=(",", ":")).encode("utf-8") + b"\t" + raw
+            for path, (stamp, raw) in sorted(lines.items())
         )
         header = {
             "format": FORMAT,

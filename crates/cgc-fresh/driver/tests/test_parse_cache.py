@@ -15,7 +15,6 @@ import math
 import os
 import sys
 import tempfile
-import time
 import types
 import unittest
 from pathlib import Path
@@ -104,6 +103,39 @@ class StandInRegistry:
                 sys.modules[name] = module
 
 
+class Clock:
+    """The cache's clock and sleep: time moves `step_ns` at each reading
+    and with a sleep (unless `moves` is false), which is recorded."""
+
+    def __init__(self, now_ns, moves=True, step_ns=0):
+        self.now_ns = now_ns
+        self.moves = moves
+        self.step_ns = step_ns
+        self.sleeps = []
+
+    def __call__(self):
+        now = self.now_ns
+        self.now_ns += self.step_ns
+        return now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        if self.moves:
+            self.now_ns += math.ceil(seconds * 1e9)
+
+
+def newest_change(files):
+    return max(max(os.stat(f).st_mtime_ns, os.stat(f).st_ctime_ns) for f in files)
+
+
+def cache_lines(path):
+    """The cache file's entries: {file name: its identity list}."""
+    with open(path, "rb") as f:
+        body = f.read().split(b"\n", 1)[1]
+    return {Path(ident[0]).name: ident for ident in
+            (json.loads(line.split(b"\t", 1)[0]) for line in body.split(b"\n"))}
+
+
 class CacheCase(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
@@ -123,14 +155,18 @@ class CacheCase(unittest.TestCase):
         path.write_text(text)
         return path
 
-    def request(self, files=None, resident=None, key=KEY, settled=True, cached_suffixes=(".py",)):
+    def request(self, files=None, resident=None, key=KEY, settled=True, cached_suffixes=(".py",), clock=None):
         """One sync's use of the cache: parse and pre-scan every file, then
-        save. `settled`: the files count as changed long enough ago."""
+        save. `settled`: the files count as changed long enough ago (else
+        the clock is the files' newest change, and does not move); `clock`:
+        a `Clock` instead."""
         files = self.files if files is None else files
-        cache = pc.ParseCache(self.cache_path, key, resident, cached_suffixes=cached_suffixes)
+        if clock is None:
+            clock = Clock(newest_change(files) + (2 * pc.RACY_NS + 1 if settled else 0), moves=settled)
+        self.clock = clock
+        cache = pc.ParseCache(self.cache_path, key, resident, cached_suffixes=cached_suffixes,
+                              clock=clock, sleep=clock.sleep)
         cache.load()
-        if settled:
-            cache.started_ns = time.time_ns() + 2 * pc.RACY_NS
         builder = StandInBuilder()
         parsed = [cache.parse(builder, str(self.repo), f) for f in files]
         imports = cache.pre_scan(builder, files)
@@ -165,6 +201,69 @@ class ParseCacheTest(CacheCase):
         cache, _builder, _parsed, _imports = self.request(settled=False)
         self.assertFalse(cache.saved)
         self.assertFalse(os.path.exists(self.cache_path))
+
+    def test_a_file_changed_a_moment_ago_waits_out_its_window_once_and_is_stored_with_its_digest(self):
+        changed = newest_change(self.files)
+        clock = Clock(changed + 10_000_000)
+        cache, builder, _parsed, _imports = self.request(clock=clock)
+        self.assertEqual(builder.parsed, ["a.py", "b.py"])
+        # Waited to the first nanosecond past the newest change's window,
+        # no longer than the window in all.
+        self.assertEqual(clock.now_ns, changed + pc.FINE_RACY_NS + 1)
+        self.assertLessEqual(sum(clock.sleeps), (pc.FINE_RACY_NS + 1) / 1e9)
+        self.assertTrue(cache.saved)
+        lines = cache_lines(self.cache_path)
+        for name in ("a.py", "b.py"):
+            self.assertEqual(len(lines[name]), 7, name)
+            self.assertEqual(lines[name][6], hashlib.sha256((self.repo / name).read_bytes()).hexdigest())
+        # The next sync parses none of them: their bytes are as stored.
+        warm, builder, _parsed, _imports = self.request(clock=Clock(changed + 3 * pc.RACY_NS))
+        self.assertEqual((builder.parsed, warm.hits, warm.misses), ([], 2, 0))
+
+    def test_an_entry_with_a_digest_is_not_used_once_the_bytes_differ_under_the_same_identity(self):
+        self.request(clock=Clock(newest_change(self.files) + pc.FINE_RACY_NS + 1))
+        self.assertEqual(len(cache_lines(self.cache_path)["b.py"]), 7)
+        # A write in the same clock tick with the same size: the identity
+        # would not change. Made so by writing the new identity into the
+        # entry, which keeps the digest of the old bytes.
+        self.write("b.py", "def c(): pass\n")
+        new_ident = list(pc._identity(os.stat(self.repo / "b.py")))
+        with open(self.cache_path, "rb") as f:
+            head, body = f.read().split(b"\n", 1)
+        lines = []
+        for line in body.split(b"\n"):
+            ident_raw, _tab, payload = line.partition(b"\t")
+            ident = json.loads(ident_raw)
+            if ident[0].endswith("b.py"):
+                ident[1:6] = new_ident
+            lines.append(json.dumps(ident).encode() + b"\t" + payload)
+        body = b"\n".join(lines)
+        header = json.loads(head)
+        header["sha256"] = hashlib.sha256(body).hexdigest()
+        with open(self.cache_path, "wb") as f:
+            f.write(json.dumps(header).encode() + b"\n" + body)
+        cache, builder, parsed, _imports = self.request()
+        self.assertEqual(cache.state, "warm")
+        self.assertEqual(builder.parsed, ["b.py"])
+        self.assertEqual((cache.hits, cache.misses), (1, 1))
+
+    def test_a_file_changed_after_the_run_began_is_neither_waited_for_nor_stored(self):
+        # The run began before the files' last change, and looks at them
+        # 20 ms and 50 ms after it: each would be stored after a wait
+        # shorter than the window, but not one that ends in the window of
+        # the run's beginning.
+        clock = Clock(newest_change(self.files) - 10_000_000, step_ns=30_000_000)
+        cache, builder, _parsed, _imports = self.request(clock=clock)
+        self.assertEqual(clock.sleeps, [])
+        self.assertEqual(builder.parsed, ["a.py", "b.py"])
+        self.assertFalse(cache.saved)
+
+    def test_a_wait_that_does_not_end_the_window_stores_nothing(self):
+        clock = Clock(newest_change(self.files) + 10_000_000, moves=False)
+        cache, builder, _parsed, _imports = self.request(clock=clock)
+        self.assertTrue(clock.sleeps)
+        self.assertEqual(builder.parsed, ["a.py", "b.py"])
+        self.assertFalse(cache.saved)
 
     def test_other_suffixes_are_parsed_every_time(self):
         files = [self.write("c.js", "x = 1\n")]
@@ -280,6 +379,62 @@ class ResidentTest(CacheCase):
         self.assertEqual(cache.state, "ignored")
         self.assertEqual(len(builder.parsed), len(self.files))
         self.assertIn("b.py", builder.parsed)
+
+
+class RacyRuleTest(unittest.TestCase):
+    """`stamp_kind`, `racy_wait_ns` and `file_digest` on their own."""
+
+    SECOND = 1_000_000_000
+
+    def ident(self, changed_ns, ctime_ns=None):
+        return (10, changed_ns, changed_ns if ctime_ns is None else ctime_ns, 1, 1)
+
+    def test_how_an_entry_is_stored_follows_the_files_age_and_its_times_granularity(self):
+        fine = 1_700_000_000 * self.SECOND + 123_456_789
+        whole = 1_700_000_000 * self.SECOND
+        cases = [
+            (fine, fine + 50_000_000, None),
+            (fine, fine + pc.FINE_RACY_NS, None),
+            (fine, fine + pc.FINE_RACY_NS + 1, "digest"),
+            (fine, fine + pc.RACY_NS, "digest"),
+            (fine, fine + pc.RACY_NS + 1, "identity"),
+            # Whole-second times: the file system's tick may be a second.
+            (whole, whole + pc.FINE_RACY_NS + 1, None),
+            (whole, whole + pc.RACY_NS, None),
+            (whole, whole + pc.RACY_NS + 1, "identity"),
+        ]
+        for changed, seen, kind in cases:
+            self.assertEqual(pc.stamp_kind(self.ident(changed), seen), kind, (changed % self.SECOND, seen - changed))
+        # An mtime set by a tool (whole seconds) does not make a file's
+        # times coarse: the ctime says.
+        self.assertEqual(pc.stamp_kind(self.ident(whole, fine), fine + pc.FINE_RACY_NS + 1), "digest")
+        # A time in the future: never stored.
+        self.assertIsNone(pc.stamp_kind(self.ident(fine + self.SECOND), fine))
+
+    def test_the_wait_reaches_the_window_and_is_never_longer_than_it(self):
+        fine = 1_700_000_000 * self.SECOND + 123_456_789
+        for seen in (fine, fine + 1, fine + 40_000_000, fine + pc.FINE_RACY_NS):
+            wait = pc.racy_wait_ns(self.ident(fine), seen)
+            self.assertEqual(pc.stamp_kind(self.ident(fine), seen + wait), "digest", seen - fine)
+            self.assertLessEqual(wait, pc.FINE_RACY_NS + 1)
+        self.assertEqual(pc.racy_wait_ns(self.ident(fine), fine + pc.FINE_RACY_NS + 1), 0)
+        self.assertEqual(pc.racy_wait_ns(self.ident(1_700_000_000 * self.SECOND), 1_700_000_000 * self.SECOND), 0)
+        self.assertEqual(pc.racy_wait_ns(self.ident(fine + self.SECOND), fine), 0)
+
+    def test_a_digest_is_of_the_file_of_that_identity_and_of_nothing_else(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "f.py")
+            with open(path, "wb") as f:
+                f.write(b"x = 1\n")
+            ident = pc._identity(os.stat(path))
+            self.assertEqual(pc.file_digest(path, ident), hashlib.sha256(b"x = 1\n").hexdigest())
+            changed = (ident[0] + 1, *ident[1:])
+            self.assertIsNone(pc.file_digest(path, changed))
+            self.assertIsNone(pc.file_digest(os.path.join(d, "gone.py"), ident))
+            fifo = os.path.join(d, "planted.py")
+            os.mkfifo(fifo)
+            # Opened without blocking, and not a regular file: no digest.
+            self.assertIsNone(pc.file_digest(fifo, pc._identity(os.stat(fifo))))
 
 
 class CacheKeyTest(unittest.TestCase):
