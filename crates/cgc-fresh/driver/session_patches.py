@@ -4,7 +4,7 @@ makes — the request's memos (`RequestMemos`, `RealpathMemo`), the
 collector paused (`CollectorPaused`), the Go parser's query captures in
 document order (`GoCapturesInOrder`), the schema statements left out of
 an open (`SchemaDeferred`), the statements of CGC's embedded session
-left out or batched (`SessionStatements` and its kinds) and the purge
+left out, batched or staged (`SessionStatements` and its kinds) and the purge
 deferred to the request's end (`PurgeDeferred`).
 
 Each leaves CGC as it found it when the request ends, an exception
@@ -512,6 +512,70 @@ class ParameterRowsBatched(SessionStatements):
                 session._skip_unwind_fallback = held
         self.batched += 1
         return result
+
+
+class CallLinksStaged(SessionStatements):
+    """While the driver writes link edges on Kùzu, CGC's call statements
+    (`GraphWriter.write_function_call_groups`: `UNWIND $batch AS row`, a
+    `MATCH` of the caller and one of the called by the row's name, path
+    and line, a `WHERE`, a `MERGE` of the `CALLS` or `HEURISTIC_CALLS`
+    edge and four `SET`s) run with each `MATCH` behind a `WITH` that names
+    the row's keys. The statement means the same — the same rows, the same
+    nodes matched, the same `WHERE`, `MERGE` and `SET`s, word for word —
+    but Kùzu 0.11.3 plans a `MATCH` on `row.x` straight after the `UNWIND`
+    as a cross product of the batch with the whole node table and a
+    filter, and one on a `WITH`'s names as a hash join: about 1.7 against
+    0.15–0.35 ms an edge at 30 000 `Function` nodes
+    (`scripts/kuzu-link-write-cost.py`), the link phase of a branch
+    switch. Only the embedded session of Kùzu (`kuzudb`: LadybugDB's
+    planner is another), only these exact shapes (`stage`); anything else
+    runs as shipped."""
+
+    HEAD = re.compile(
+        r"(?P<unwind>\s*UNWIND \$batch AS row)\s+"
+        r"MATCH \(caller:(?P<caller>\w+) \{(?P<keys>name: row\.caller_name, path: row\.caller_file_path, "
+        r"line_number: row\.caller_line_number|path: row\.caller_file_path)\}\)\s+"
+        r"MATCH \(called:(?P<called>\w+) \{name: row\.called_name, path: row\.called_file_path\}\)"
+        r"(?P<rest>\s+(?:WHERE [^\n]*(?:\n\s*AND [^\n]*)*\s+)?"
+        r"MERGE \(caller\)-\[call:(?:CALLS|HEURISTIC_CALLS) \{line_number: row\.line_number, "
+        r"full_call_name: row\.full_call_name, args_key: row\.args_key\}\]->\(called\)\s+"
+        r"SET call\.args = row\.args\s+SET call\.confidence = row\.confidence\s+"
+        r"SET call\.resolution_tier = row\.resolution_tier\s+"
+        r"SET call\.confidence_label = row\.confidence_label\s*)"
+    )
+
+    def __init__(self):
+        super().__init__()
+        self.staged = 0
+
+    @classmethod
+    def stage(cls, query):
+        """CGC's call statement `query` with its matches staged, or None
+        when it is not of that shape."""
+        match = cls.HEAD.fullmatch(query) if isinstance(query, str) else None
+        if match is None:
+            return None
+        by_position = match["keys"].startswith("name:")
+        if by_position == (match["caller"] == "File"):
+            return None
+        if by_position:
+            caller = ("WITH row, row.caller_name AS caller_name, row.caller_file_path AS caller_path, "
+                      "row.caller_line_number AS caller_line\n"
+                      f"MATCH (caller:{match['caller']} {{name: caller_name, path: caller_path, "
+                      "line_number: caller_line})")
+        else:
+            caller = ("WITH row, row.caller_file_path AS caller_path\n"
+                      "MATCH (caller:File {path: caller_path})")
+        called = ("WITH caller, row, row.called_name AS called_name, row.called_file_path AS called_path\n"
+                  f"MATCH (called:{match['called']} {{name: called_name, path: called_path}})")
+        return f"{match['unwind']}\n{caller}\n{called}{match['rest']}"
+
+    def statement(self, run, session, query, parameters):
+        staged = self.stage(query) if getattr(session, "_backend_id", None) == "kuzudb" else None
+        if staged is None:
+            return run(session, query, **parameters)
+        self.staged += 1
+        return run(session, staged, **parameters)
 
 
 class PurgeDeferred:

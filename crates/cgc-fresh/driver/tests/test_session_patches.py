@@ -11,6 +11,7 @@ import types
 import unittest
 from unittest import mock
 
+import cgc_writer_statements
 from driver_module import companion
 from stand_ins import config_manager, stand_in_modules
 
@@ -239,6 +240,84 @@ class SessionStatementsTest(unittest.TestCase):
         batched.statement(run, session, "MATCH (n) RETURN n", {"batch": rows})
         self.assertEqual(seen[-1], "held", "another statement runs as it is")
         self.assertEqual(batched.batched, 2)
+
+    @staticmethod
+    def call_statements():
+        """Every call statement CGC's writer can send: each caller and
+        called label shape, each `WHERE` it builds, both relations."""
+        where_clauses = [
+            "WHERE " + cgc_writer_statements.CALL_WHERE_JOIN.join(predicates)
+            for predicates in ([cgc_writer_statements.CALL_WHERE_LINE, cgc_writer_statements.CALL_WHERE_CONTEXT],
+                               [cgc_writer_statements.CALL_WHERE_LINE], [cgc_writer_statements.CALL_WHERE_CONTEXT])
+        ] + [""]
+        for relation in ("CALLS", "HEURISTIC_CALLS"):
+            for called in ("Function", "Class", "Variable", "File"):
+                for where in where_clauses:
+                    for caller in ("Function", "Class", "File"):
+                        template = (cgc_writer_statements.CALL_FROM_FILE_STATEMENT if caller == "File"
+                                    else cgc_writer_statements.CALL_BY_POSITION_STATEMENT)
+                        yield template.format(caller_label=caller, called_label=called, where_clause=where,
+                                              relation_label=relation)
+
+    @staticmethod
+    def unstaged(staged):
+        """A staged statement with its `WITH`s taken out and the names put
+        back as the row's fields: the statement it was made from."""
+        lines = [line for line in staged.split("\n") if not line.startswith("WITH ")]
+        text = "\n".join(lines)
+        for name, field in (("caller_name", "caller_name"), ("caller_path", "caller_file_path"),
+                            ("caller_line", "caller_line_number"), ("called_name", "called_name"),
+                            ("called_path", "called_file_path")):
+            text = text.replace(f": {name}", f": row.{field}")
+        return text
+
+    def test_cgcs_call_statements_are_staged_with_every_other_word_kept(self):
+        stage = session_patches.CallLinksStaged.stage
+        count = 0
+        for query in self.call_statements():
+            staged = stage(query)
+            self.assertIsNotNone(staged, query)
+            # Each MATCH reads names a WITH gave, not the row.
+            self.assertEqual(staged.count("\nWITH "), 2, staged)
+            for line in staged.split("\n"):
+                if line.startswith("MATCH "):
+                    self.assertNotIn("row.", line, staged)
+            # The rest is the statement as CGC wrote it, word for word.
+            self.assertEqual(session_patches._one_line(self.unstaged(staged)), session_patches._one_line(query))
+            self.assertEqual(staged[staged.index("MERGE"):], query[query.index("MERGE"):])
+            count += 1
+        self.assertEqual(count, 2 * 4 * 4 * 3)
+
+    def test_other_statements_are_not_staged(self):
+        stage = session_patches.CallLinksStaged.stage
+        query = next(self.call_statements())
+        self.assertIsNone(stage(query.replace("SET call.confidence_label = row.confidence_label", "")))
+        self.assertIsNone(stage(query.replace("MERGE (caller)", "CREATE (caller)")))
+        self.assertIsNone(stage(query.replace("[call:CALLS", "[call:INHERITS")))
+        self.assertIsNone(stage(query + " RETURN count(*)"))
+        # A File caller is matched by path alone, anything else by position.
+        self.assertIsNone(stage(query.replace("(caller:Function", "(caller:File")))
+        from_file = cgc_writer_statements.CALL_FROM_FILE_STATEMENT.format(
+            called_label="Function", where_clause="", relation_label="CALLS")
+        self.assertIsNone(stage(from_file.replace("(caller:File", "(caller:Function")))
+        self.assertIsNone(stage(self.PARENTS))
+        self.assertIsNone(stage(None))
+
+    def test_call_statements_are_staged_on_kuzu_alone(self):
+        query = next(self.call_statements())
+        for backend, expected in (("kuzudb", session_patches.CallLinksStaged.stage(query)),
+                                  ("ladybugdb", query), (None, query)):
+            staged = session_patches.CallLinksStaged()
+            session = types.SimpleNamespace(_backend_id=backend)
+            ran = []
+
+            def run(_s, q, ran=ran, **params):
+                ran.append((q, params))
+                return "ran"
+
+            self.assertEqual(staged.statement(run, session, query, {"batch": [{"x": 1}]}), "ran")
+            self.assertEqual(ran, [(expected, {"batch": [{"x": 1}]})], backend)
+            self.assertEqual(staged.staged, 1 if backend == "kuzudb" else 0)
 
     def test_the_embedded_sessions_run_is_patched_for_the_request_and_put_back(self):
         class EmbeddedSessionWrapper:
