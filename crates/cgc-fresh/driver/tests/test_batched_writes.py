@@ -8,6 +8,7 @@ issues; the session is a stand-in that records.
 
 Run: `python3 -m unittest discover -s crates/cgc-fresh/driver/tests`."""
 
+import re
 import unittest
 
 from cgc_writer_statements import (
@@ -79,6 +80,40 @@ def one_line(query):
     return " ".join(query.split())
 
 
+class StageRowMatchesTest(unittest.TestCase):
+    @staticmethod
+    def unstaged(staged):
+        """A staged statement with its `WITH`s taken out and each name put
+        back as the row's field it read: the statement it was made from."""
+        fields = {name: field for field, name in re.findall(r"row\.(\w+) AS (\w+)", staged)}
+        text = "\n".join(line for line in staged.split("\n") if not line.startswith("WITH "))
+        return re.sub(r": (\w+)", lambda m: f": row.{fields[m.group(1)]}" if m.group(1) in fields else m.group(0),
+                      text)
+
+    def test_the_containment_and_method_statements_are_staged_with_every_other_word_kept(self):
+        statements = [
+            CONTAINED_STATEMENT.format(label="Function").replace("$file_path", "row.path"),
+            CONTAINED_STATEMENT.format(label="Variable").replace("$file_path", "row.path"),
+            METHODS_STATEMENT.format(label="Class").replace("$file_path", "row.file_path"),
+        ]
+        for query in statements:
+            staged = batched.stage_row_matches(query)
+            self.assertEqual(staged.count("\nWITH "), 2, staged)
+            for line in staged.split("\n"):
+                if line.startswith("MATCH "):
+                    self.assertNotIn("row.", line, staged)
+            self.assertEqual(one_line(self.unstaged(staged)), one_line(query))
+            self.assertEqual(staged[staged.index("MERGE"):], query[query.index("MERGE"):])
+
+    def test_a_statement_of_another_shape_is_left_as_it_is(self):
+        stage = batched.stage_row_matches
+        # A property not read from the row, no UNWIND, no MATCH after it.
+        for query in (CONTAINED_STATEMENT.format(label="Function"),
+                      "MATCH (f:File {path: row.path}) RETURN f",
+                      "UNWIND $batch AS row MERGE (n:Module {name: row.name})"):
+            self.assertEqual(stage(query), query)
+
+
 class PlanTest(unittest.TestCase):
     def test_two_files_become_one_statement_per_shape_in_the_writers_order(self):
         a, b = f"{REPO}/pkg/a.py", f"{REPO}/pkg/b.py"
@@ -92,7 +127,8 @@ class PlanTest(unittest.TestCase):
             "MATCH (p:`Repository` {path: $parent_pat",
             "UNWIND $batch AS row MATCH (p:`Directory",
             "UNWIND $batch AS row MERGE (n:Function {",
-            "UNWIND $batch AS row MATCH (f:File {path",
+            # The containment's MATCHes staged (`stage_row_matches`).
+            "UNWIND $batch AS row WITH row, row.path ",
         ])
         # One File row per file, in write order.
         self.assertEqual([r["path"] for r in steps[0].params["batch"]], [a, b])
@@ -100,6 +136,7 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(steps[1].params, {"parent_path": REPO, "current_path": f"{REPO}/pkg", "part": "pkg"})
         # The nodes read their file's path from the row, which carries it.
         self.assertIn("path: row.path", steps[3].query)
+        self.assertIn("row.path AS n_path", steps[4].query)
         self.assertNotIn("$file_path", steps[3].query + steps[4].query)
         self.assertEqual([r["name"] for r in steps[3].params["batch"]], ["f", "g"])
         for step in steps[2:]:
@@ -125,7 +162,7 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(len(containers), 2)
         for step in containers:
             self.assertTrue(step.binder_ok)
-            self.assertIn("path: row.file_path", step.query)
+            self.assertIn("row.file_path AS c_path", step.query)
             self.assertEqual([r["file_path"] for r in step.params["batch"]], [a, b])
 
     def test_a_skipped_statement_is_left_out(self):
