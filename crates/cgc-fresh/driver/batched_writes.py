@@ -13,7 +13,9 @@ the file's path is a row field) become one `UNWIND $batch AS row …`
 statement whose rows are every file's rows, each row carrying its file's
 path. The combined text is CGC's own with the file's path read from the
 row; the forms that are not a plain substitution are in `cgc_seam.py`
-(file, containment, imports). The statements then run through CGC's own
+(file, containment, imports), and the combined containment and method
+statements have their `MATCH`es on the row's fields staged behind a
+`WITH` (`stage_row_matches`). The statements then run through CGC's own
 session, which translates them for its backend as it does CGC's.
 
 **Only where provably the same graph** (otherwise `plan` raises `Refused`
