@@ -297,7 +297,10 @@ fn a_rename_syncs_to_the_graph_a_from_scratch_index_builds(
     // (`CallLinksStaged`), and the graph compared below is theirs.
     let staged = figure(rename, "call_statements_staged");
     if backend.is_kuzu() {
-        assert!(staged > 0, "{language}: the call statements staged: {rename}");
+        assert!(
+            staged > 0,
+            "{language}: the call statements staged: {rename}"
+        );
     } else {
         assert_eq!(staged, 0, "{language}: {rename}");
     }
