@@ -97,6 +97,7 @@ const HELD_PHASES: &[(&str, &str)] = &[
     ("deletes_s", "deletes"),
     ("nodes_s", "nodes (deletes + adds)"),
     ("links_s", "links"),
+    ("links_calls_s", "of which calls"),
     ("post_s", "post"),
     ("self_check_s", "self-check"),
     ("db_close_s", "close"),
@@ -317,6 +318,17 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         phases.row(row);
     }
     report::print_table(&phases);
+    // How many call rows the link phase sent (`link_call_rows`).
+    for s in &switches {
+        if let Some(rows) = s
+            .timings
+            .as_ref()
+            .and_then(|t| t["link_call_rows"].as_f64())
+        {
+            println!("Switch {}: {rows:.0} call rows written.", s.name);
+        }
+    }
+    println!();
     let mut summary = Table::new(&["figure", "value", "target", "verdict"]);
     for s in &switches {
         if let Some(settled) = s.settled {
