@@ -614,16 +614,18 @@ class DatabaseApply:
         inheritance_rows = [row for row in links["inheritance"] if row.get("path") in relink]
         csharp_rows = [fd for (p, (_f, fd)) in parsed.items()
                        if p in csharp_paths and p in relink and "error" not in fd]
-        writer.write_inheritance_links(inheritance_rows, csharp_rows, imports_map)
-        writer.write_implements_links(pick("implements"))
-        writer.write_embeds_links(pick("embeds"))
-        writer.write_companion_of_links(pick("companion_of"))
-        writer.write_partial_of_links(pick("partial_of"))
-        writer.write_part_of_links(pick("part_of"))
-        writer.write_metaclass_links(pick("metaclass"))
-        writer.write_decorated_by_links(pick("decorated_by"))
-        writer.write_binds_links(pick("binds"))
-        writer.write_previews_links(pick("previews"))
+
+        def timed(kind, write, *rows):
+            # Each kind's share of the link phase, and its rows.
+            started = time.monotonic()
+            write(*rows)
+            self.timings[f"links_{kind}_s"] = round(time.monotonic() - started, 3)
+            self.timings[f"link_{kind}_rows"] = len(rows[0])
+
+        timed("inheritance", writer.write_inheritance_links, inheritance_rows, csharp_rows, imports_map)
+        for kind in ("implements", "embeds", "companion_of", "partial_of", "part_of", "metaclass",
+                     "decorated_by", "binds", "previews"):
+            timed(kind, getattr(writer, f"write_{kind}_links"), pick(kind))
         call_groups = [
             [row for row in group if isinstance(row, dict) and row.get("caller_file_path") in relink]
             for group in links["calls"]

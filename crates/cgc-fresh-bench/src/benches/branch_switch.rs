@@ -318,14 +318,28 @@ pub fn run(tools: &Tools, opts: &BranchSwitchOptions) -> Result<()> {
         phases.row(row);
     }
     report::print_table(&phases);
-    // How many call rows the link phase sent (`link_call_rows`).
+    // How many call rows the link phase sent (`link_call_rows`), and the
+    // other link kinds that took time (`links_<kind>_s`, `link_<kind>_rows`).
     for s in &switches {
-        if let Some(rows) = s
-            .timings
-            .as_ref()
-            .and_then(|t| t["link_call_rows"].as_f64())
-        {
+        let Some(t) = s.timings.as_ref() else {
+            continue;
+        };
+        if let Some(rows) = t["link_call_rows"].as_f64() {
             println!("Switch {}: {rows:.0} call rows written.", s.name);
+        }
+        let kinds: Vec<String> = t
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, value)| {
+                let kind = key.strip_prefix("links_")?.strip_suffix("_s")?;
+                let secs = value.as_f64().filter(|&v| v >= 0.05 && kind != "calls")?;
+                let rows = t[format!("link_{kind}_rows")].as_f64().unwrap_or(0.0);
+                Some(format!("{kind} {secs:.2} s ({rows:.0} rows)"))
+            })
+            .collect();
+        if !kinds.is_empty() {
+            println!("Switch {}: other link kinds: {}.", s.name, kinds.join(", "));
         }
     }
     println!();
