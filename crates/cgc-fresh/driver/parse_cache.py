@@ -177,6 +177,18 @@ def _stamp_fields(stamp):
     return list(stamp[:5]) + ([stamp[5]] if stamp[5] else [])
 
 
+def _read_upto(fd, size):
+    """The chunks of `fd` from where it is, at most `size` + 1 bytes: one
+    more than the size it had, so a file that grew shows it."""
+    left = size + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return
+        yield chunk
+        left -= len(chunk)
+
+
 def file_digest(path, ident):
     """The SHA-256 (hex) of the file's bytes if it is still the regular
     file of identity `ident` before and after the read, else None. Opened
@@ -193,15 +205,12 @@ def file_digest(path, ident):
         if not stat_mod.S_ISREG(st.st_mode) or _identity(st) != ident:
             return None
         digest = hashlib.sha256()
-        left = st.st_size + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
+        read = 0
+        for chunk in _read_upto(fd, st.st_size):
             digest.update(chunk)
-            left -= len(chunk)
+            read += len(chunk)
         # Exactly the size it had: one byte more or fewer, it changed.
-        if left != 1 or _identity(os.fstat(fd)) != ident:
+        if read != st.st_size or _identity(os.fstat(fd)) != ident:
             return None
         return digest.hexdigest()
     except OSError:
@@ -361,15 +370,7 @@ class ParseCache:
                 raise ValueError("not a private file of this user")
             if st.st_size > MAX_CACHE_BYTES:
                 raise ValueError(f"larger than {MAX_CACHE_BYTES} bytes")
-            chunks = []
-            left = st.st_size + 1
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            data = b"".join(chunks)
+            data = b"".join(_read_upto(fd, st.st_size))
         finally:
             os.close(fd)
         if len(data) > MAX_CACHE_BYTES:

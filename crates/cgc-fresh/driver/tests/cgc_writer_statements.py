@@ -103,18 +103,11 @@ CALL_BY_POSITION_STATEMENT = """
                             SET call.confidence_label = row.confidence_label
                         """
 
-CALL_FROM_FILE_STATEMENT = """
-                            UNWIND $batch AS row
-                            MATCH (caller:File {{path: row.caller_file_path}})
-                            MATCH (called:{called_label} {{name: row.called_name, path: row.called_file_path}})
-                            {where_clause}
-                            MERGE (caller)-[call:{relation_label} {{line_number: row.line_number, """ \
-    """full_call_name: row.full_call_name, args_key: row.args_key}}]->(called)
-                            SET call.args = row.args
-                            SET call.confidence = row.confidence
-                            SET call.resolution_tier = row.resolution_tier
-                            SET call.confidence_label = row.confidence_label
-                        """
+CALL_FROM_FILE_STATEMENT = CALL_BY_POSITION_STATEMENT.replace(
+    "MATCH (caller:{caller_label} {{name: row.caller_name, path: row.caller_file_path, "
+    "line_number: row.caller_line_number}})",
+    "MATCH (caller:File {{path: row.caller_file_path}})",
+)
 
 CALL_WHERE_LINE = "(row.called_line_number <= 0 OR called.line_number = row.called_line_number)"
 CALL_WHERE_CONTEXT = (
